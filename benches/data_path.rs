@@ -1,0 +1,2 @@
+//! Placeholder replaced by the data-path benches.
+fn main() {}

@@ -1,0 +1,30 @@
+//! InitProducerId (key 22, v0-v4): hands out producer ids and bumps epochs. Sequence checking
+//! (full idempotence) and transactions are not implemented yet.
+
+use bytes::Bytes;
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+
+use super::{encoded, RequestContext};
+use crate::error::{code, ConnectionError, KelpError};
+use crate::protocol::Response;
+
+/// Handles an InitProducerId request.
+pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
+    let req: InitProducerIdRequest = ctx.decode(body)?;
+    let mut resp = InitProducerIdResponse::default();
+    if req.transactional_id.is_some() {
+        resp.error_code = KelpError::TransactionsUnsupported.code();
+        resp.producer_id = ProducerId(-1);
+        resp.producer_epoch = -1;
+    } else if req.producer_id.0 >= 0 && req.producer_epoch >= 0 {
+        // A known producer re-initialising (KIP-360): same id, next epoch.
+        resp.error_code = code::NONE;
+        resp.producer_id = req.producer_id;
+        resp.producer_epoch = req.producer_epoch.saturating_add(1);
+    } else {
+        resp.error_code = code::NONE;
+        resp.producer_id = ProducerId(ctx.shard.cluster.allocate_producer_id());
+        resp.producer_epoch = 0;
+    }
+    encoded(Response::encode(&ctx.header, &resp))
+}

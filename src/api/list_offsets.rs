@@ -1,0 +1,47 @@
+//! ListOffsets (key 2, v1-v8): earliest, latest, max timestamp and by-timestamp lookups.
+
+use bytes::Bytes;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::ListOffsetsRequest;
+
+use super::{code_of, encoded, RequestContext};
+use crate::error::{ConnectionError, KelpError};
+use crate::protocol::Response;
+use crate::shard::ops::OffsetsItem;
+
+/// Handles a ListOffsets request.
+pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
+    let req: ListOffsetsRequest = ctx.decode(body)?;
+    let mut items = Vec::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            items.push(OffsetsItem {
+                topic: t.name.0.to_string(),
+                partition: p.partition_index,
+                timestamp: p.timestamp,
+            });
+        }
+    }
+    let mut results = ctx.shard.scatter(items).await.into_iter();
+    let mut resp = ListOffsetsResponse::default();
+    for t in req.topics {
+        let mut tr = ListOffsetsTopicResponse::default().with_name(t.name);
+        for p in t.partitions {
+            let r = results
+                .next()
+                .unwrap_or(Err(KelpError::ShardUnavailable(usize::MAX)));
+            let mut pr = ListOffsetsPartitionResponse::default();
+            pr.partition_index = p.partition_index;
+            pr.error_code = code_of(&r);
+            let (ts, off) = r.unwrap_or((-1, -1));
+            pr.timestamp = ts;
+            pr.offset = off;
+            pr.leader_epoch = 0;
+            tr.partitions.push(pr);
+        }
+        resp.topics.push(tr);
+    }
+    encoded(Response::encode(&ctx.header, &resp))
+}

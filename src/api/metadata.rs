@@ -1,0 +1,95 @@
+//! Metadata (key 3, v0-v12): this broker as the single node, leader of every partition;
+//! unknown topics are auto-created when the request and the broker allow it.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest};
+
+use super::{encoded, sb, topic_name, RequestContext};
+use crate::cluster::TopicMeta;
+use crate::error::{code, ConnectionError, KelpError};
+use crate::protocol::Response;
+
+fn topic_entry(meta: &TopicMeta, node: i32) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default();
+    t.error_code = code::NONE;
+    t.name = Some(topic_name(meta.name.clone()));
+    t.topic_id = meta.id;
+    t.topic_authorized_operations = i32::MIN;
+    t.partitions = (0..meta.partitions)
+        .map(|i| {
+            let mut p = MetadataResponsePartition::default();
+            p.partition_index = i;
+            p.leader_id = BrokerId(node);
+            p.leader_epoch = 0;
+            p.replica_nodes = vec![BrokerId(node)];
+            p.isr_nodes = vec![BrokerId(node)];
+            p
+        })
+        .collect();
+    t
+}
+
+fn error_entry(name: Option<&str>, id: uuid::Uuid, err: &KelpError) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default();
+    t.error_code = err.code();
+    t.name = name.map(|n| topic_name(n.to_string()));
+    t.topic_id = id;
+    t.topic_authorized_operations = i32::MIN;
+    t
+}
+
+/// Handles a Metadata request.
+pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
+    let req: MetadataRequest = ctx.decode(body)?;
+    let v = ctx.header.api_version;
+    let cluster = &ctx.shard.cluster;
+    let node = cluster.node_id;
+    // v0 asks for all topics with an empty list; later versions with null. Before v4 there
+    // is no flag and the broker's auto-create setting alone decides.
+    let requested = match req.topics {
+        Some(ref ts) if !(v == 0 && ts.is_empty()) => Some(ts),
+        _ => None,
+    };
+    let allow_auto = v < 4 || req.allow_auto_topic_creation;
+    let topics: Vec<MetadataResponseTopic> = match requested {
+        None => {
+            let snap = cluster.snapshot();
+            let mut all: Vec<&Arc<TopicMeta>> = snap.topics.values().collect();
+            all.sort_by(|a, b| a.name.cmp(&b.name));
+            all.into_iter().map(|m| topic_entry(m, node)).collect()
+        }
+        Some(ts) => ts
+            .iter()
+            .map(|t| match &t.name {
+                Some(name) => match cluster.get_or_auto_create(name.0.as_str(), allow_auto) {
+                    Ok(Some(m)) => topic_entry(&m, node),
+                    Ok(None) => error_entry(
+                        Some(name.0.as_str()),
+                        t.topic_id,
+                        &KelpError::UnknownTopicOrPartition,
+                    ),
+                    Err(e) => error_entry(Some(name.0.as_str()), t.topic_id, &e),
+                },
+                None => match cluster.snapshot().by_id.get(&t.topic_id) {
+                    Some(m) => topic_entry(m, node),
+                    None => error_entry(None, t.topic_id, &KelpError::UnknownTopicId),
+                },
+            })
+            .collect(),
+    };
+    let mut resp = MetadataResponse::default();
+    resp.brokers = vec![MetadataResponseBroker::default()
+        .with_node_id(BrokerId(node))
+        .with_host(sb(cluster.host.clone()))
+        .with_port(cluster.port)];
+    resp.cluster_id = Some(sb(cluster.cluster_id.clone()));
+    resp.controller_id = BrokerId(node);
+    resp.cluster_authorized_operations = i32::MIN;
+    resp.topics = topics;
+    encoded(Response::encode(&ctx.header, &resp))
+}

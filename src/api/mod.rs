@@ -1,0 +1,103 @@
+//! Request handlers, one file per Kafka API, sharing a request context.
+//!
+//! [`dispatch`] turns one request frame into at most one response. Handlers read the shared
+//! metadata snapshot through the shard and run partition work through [`Shard::scatter`].
+
+pub mod api_versions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::{Decodable, StrBytes};
+
+use crate::error::{ConnectionError, KelpError};
+use crate::protocol::versions::key;
+use crate::protocol::{RequestHeader, Response};
+use crate::shard::Shard;
+
+/// What a handler sees of the request it serves.
+pub struct RequestContext {
+    pub shard: Rc<Shard>,
+    pub header: RequestHeader,
+}
+
+impl RequestContext {
+    /// Decodes a `kafka-protocol` request body; malformed bodies end the connection, as in Kafka.
+    pub fn decode<M: Decodable>(&self, body: Bytes) -> Result<M, ConnectionError> {
+        let mut b = body;
+        M::decode(&mut b, self.header.api_version).map_err(|e| {
+            ConnectionError::Malformed(format!(
+                "{} v{}: {e}",
+                self.header.support().name,
+                self.header.api_version
+            ))
+        })
+    }
+}
+
+/// Handles one request frame (header included). `Ok(None)`: no response is sent (acks=0).
+pub async fn dispatch(
+    shard: Rc<Shard>,
+    header: RequestHeader,
+    mut frame: BytesMut,
+) -> Result<Option<Response>, ConnectionError> {
+    let _ = frame.split_to(header.body_offset);
+    let ctx = RequestContext { shard, header };
+    if !ctx.header.version_supported() {
+        if ctx.header.api_key == key::API_VERSIONS {
+            return api_versions::unsupported(&ctx).map(Some);
+        }
+        // Kafka closes the connection on versions it does not know.
+        return Err(ConnectionError::UnsupportedVersion(
+            ctx.header.api_key,
+            ctx.header.api_version,
+        ));
+    }
+    let resp: Result<Option<Response>, ConnectionError> = match ctx.header.api_key {
+        key::PRODUCE => produce::handle(&ctx, frame).await,
+        key::FETCH => fetch::handle(&ctx, frame.freeze()).await.map(Some),
+        key::LIST_OFFSETS => list_offsets::handle(&ctx, frame.freeze()).await.map(Some),
+        key::METADATA => metadata::handle(&ctx, frame.freeze()).map(Some),
+        key::API_VERSIONS => api_versions::handle(&ctx, frame.freeze()).map(Some),
+        key::CREATE_TOPICS => create_topics::handle(&ctx, frame.freeze()).map(Some),
+        key::DELETE_TOPICS => delete_topics::handle(&ctx, frame.freeze()).await.map(Some),
+        key::INIT_PRODUCER_ID => init_producer_id::handle(&ctx, frame.freeze()).map(Some),
+        key::DESCRIBE_CONFIGS => describe_configs::handle(&ctx, frame.freeze()).map(Some),
+        key::DESCRIBE_CLUSTER => describe_cluster::handle(&ctx, frame.freeze()).map(Some),
+        other => Err(ConnectionError::UnknownApiKey(other)),
+    };
+    resp
+}
+
+/// Maps an encoding failure of our own response (a bug, not bad input) to a connection error.
+pub(crate) fn encoded(r: Result<Response, KelpError>) -> Result<Response, ConnectionError> {
+    r.map_err(|e| ConnectionError::Malformed(e.to_string()))
+}
+
+/// `StrBytes` from an owned string.
+pub(crate) fn sb(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// `TopicName` from a string.
+pub(crate) fn topic_name(s: impl Into<String>) -> TopicName {
+    TopicName(sb(s))
+}
+
+/// Error code of a result.
+pub(crate) fn code_of<T>(r: &Result<T, KelpError>) -> i16 {
+    match r {
+        Ok(_) => crate::error::code::NONE,
+        Err(e) => e.code(),
+    }
+}

@@ -1,0 +1,100 @@
+//! Produce (key 0, v3-v11): validate batches where the request arrived, append them on the
+//! owning shards, answer by acks.
+
+use bytes::BytesMut;
+use kafka_protocol::messages::produce_response::{
+    PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+};
+
+use super::{encoded, topic_name, RequestContext};
+use crate::error::{code, ConnectionError, KelpError};
+use crate::protocol::{produce_request, Response};
+use crate::record::ValidatedBatches;
+use crate::shard::ops::ProduceItem;
+
+/// Handles a Produce request; acks=0 requests get no response.
+pub async fn handle(
+    ctx: &RequestContext,
+    body: BytesMut,
+) -> Result<Option<Response>, ConnectionError> {
+    let req = produce_request::decode(body, ctx.header.api_version)
+        .map_err(|e| ConnectionError::Malformed(format!("Produce: {e}")))?;
+    let request_error = if !matches!(req.acks, -1..=1) {
+        Some(KelpError::InvalidRequiredAcks(req.acks))
+    } else if req.transactional_id.is_some() {
+        Some(KelpError::TransactionsUnsupported)
+    } else {
+        None
+    };
+
+    // Per partition: either an early error or an item for its owner, in request order.
+    let mut slots: Vec<(usize, i32, Result<usize, KelpError>)> = Vec::new();
+    let mut items = Vec::new();
+    let mut names = Vec::with_capacity(req.topics.len());
+    for (ti, topic) in req.topics.into_iter().enumerate() {
+        let meta = match &request_error {
+            Some(e) => Err(e.clone()),
+            None => match ctx.shard.cluster.get_or_auto_create(&topic.name, true) {
+                Ok(Some(m)) => Ok(m),
+                Ok(None) => Err(KelpError::UnknownTopicOrPartition),
+                Err(e) => Err(e),
+            },
+        };
+        for p in topic.partitions {
+            let slot = meta.clone().and_then(|m| {
+                if p.index < 0 || p.index >= m.partitions {
+                    return Err(KelpError::UnknownTopicOrPartition);
+                }
+                let records = p.records.ok_or(KelpError::InvalidRecord("null records"))?;
+                let batches = ValidatedBatches::validate(records, m.max_message_bytes())?;
+                items.push(ProduceItem {
+                    topic: topic.name.clone(),
+                    partition: p.index,
+                    batches,
+                });
+                Ok(items.len() - 1)
+            });
+            if let Err(e) = &slot {
+                tracing::debug!(topic = %topic.name, partition = p.index, error = %e, "produce rejected");
+            }
+            slots.push((ti, p.index, slot));
+        }
+        names.push(topic.name);
+    }
+
+    let mut results = ctx.shard.scatter(items).await.into_iter();
+    if req.acks == 0 {
+        return Ok(None);
+    }
+    let mut topics: Vec<TopicProduceResponse> = names
+        .iter()
+        .map(|n| TopicProduceResponse::default().with_name(topic_name(n.clone())))
+        .collect();
+    for (ti, index, slot) in slots {
+        let mut pr = PartitionProduceResponse::default();
+        pr.index = index;
+        pr.log_append_time_ms = -1;
+        let outcome = match slot {
+            Ok(_) => results
+                .next()
+                .unwrap_or(Err(KelpError::ShardUnavailable(usize::MAX))),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok((base, log_start)) => {
+                pr.error_code = code::NONE;
+                pr.base_offset = base;
+                pr.log_start_offset = log_start;
+            }
+            Err(e) => {
+                pr.error_code = e.code();
+                pr.base_offset = -1;
+                pr.log_start_offset = -1;
+                pr.error_message = Some(super::sb(e.to_string()));
+            }
+        }
+        topics[ti].partition_responses.push(pr);
+    }
+    let resp = ProduceResponse::default().with_responses(topics);
+    encoded(Response::encode(&ctx.header, &resp)).map(Some)
+}

@@ -1,0 +1,262 @@
+//! Read-mostly cluster metadata: topics, partition counts, topic ids and configs.
+//!
+//! Readers on every shard load one immutable [`Snapshot`] through an atomic pointer swap and
+//! never lock. Writers (CreateTopics, DeleteTopics, auto-create) are serialised by a mutex and
+//! publish a new snapshot; partition state itself lives on the owning shards, not here.
+
+pub mod topic_config;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::error::KelpError;
+
+/// One topic as clients see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicMeta {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: i32,
+    /// Explicitly set topic configs (defaults are not stored).
+    pub configs: BTreeMap<String, String>,
+}
+
+impl TopicMeta {
+    /// Effective value of a topic config: the override, else the broker default.
+    pub fn config(&self, key: &str) -> Option<&str> {
+        self.configs
+            .get(key)
+            .map(String::as_str)
+            .or_else(|| topic_config::default_of(key))
+    }
+
+    /// Largest record batch accepted (`max.message.bytes`).
+    pub fn max_message_bytes(&self) -> usize {
+        self.config(topic_config::MAX_MESSAGE_BYTES)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(topic_config::DEFAULT_MAX_MESSAGE_BYTES)
+    }
+}
+
+/// An immutable view of all topics.
+#[derive(Debug, Default, Clone)]
+pub struct Snapshot {
+    pub topics: HashMap<String, Arc<TopicMeta>>,
+    pub by_id: HashMap<Uuid, Arc<TopicMeta>>,
+}
+
+impl Snapshot {
+    /// Looks a topic up by name.
+    pub fn topic(&self, name: &str) -> Option<&Arc<TopicMeta>> {
+        self.topics.get(name)
+    }
+}
+
+/// Shared cluster state (one per process).
+pub struct Cluster {
+    snapshot: ArcSwap<Snapshot>,
+    writer: Mutex<()>,
+    next_producer_id: AtomicI64,
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub cluster_id: String,
+    pub auto_create: bool,
+    pub default_partitions: i32,
+}
+
+/// Checks a topic name the way Kafka does: 1-249 chars of [a-zA-Z0-9._-], not "." or "..".
+pub fn validate_topic_name(name: &str) -> Result<(), KelpError> {
+    let bad = |why: &str| Err(KelpError::InvalidTopic(format!("'{name}': {why}")));
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name == "." || name == ".." {
+        return bad("'.' and '..' are reserved");
+    }
+    if name.len() > 249 {
+        return bad("longer than 249 characters");
+    }
+    if !name
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
+    {
+        return bad("only ASCII alphanumerics, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+impl Cluster {
+    /// Empty cluster metadata for this broker.
+    pub fn new(config: &Config) -> Self {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        Cluster {
+            snapshot: ArcSwap::from_pointee(Snapshot::default()),
+            writer: Mutex::new(()),
+            // Seeded from the clock so ids are not reused across restarts.
+            next_producer_id: AtomicI64::new(now_ms << 10),
+            node_id: config.node_id,
+            host: config.advertised_host(),
+            port: config.advertised_port(),
+            cluster_id: config.cluster_id.clone(),
+            auto_create: config.auto_create_topics,
+            default_partitions: config.default_partitions,
+        }
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// Looks a topic up in the current snapshot.
+    pub fn topic(&self, name: &str) -> Option<Arc<TopicMeta>> {
+        self.snapshot.load().topics.get(name).cloned()
+    }
+
+    fn publish(&self, f: impl FnOnce(&mut Snapshot)) {
+        let mut next = Snapshot::clone(&self.snapshot.load());
+        f(&mut next);
+        self.snapshot.store(Arc::new(next));
+    }
+
+    /// Creates a topic. `partitions` -1 means the default count. With `validate_only`
+    /// nothing is published but every check runs.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Arc<TopicMeta>, KelpError> {
+        validate_topic_name(name)?;
+        let partitions = if partitions == -1 {
+            self.default_partitions
+        } else {
+            partitions
+        };
+        if partitions <= 0 {
+            return Err(KelpError::InvalidPartitions(partitions));
+        }
+        if replication_factor != -1 && replication_factor != 1 {
+            return Err(KelpError::InvalidReplicationFactor(replication_factor));
+        }
+        for (k, v) in &configs {
+            topic_config::validate(k, v)?;
+        }
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if self.snapshot.load().topics.contains_key(name) {
+            return Err(KelpError::TopicAlreadyExists);
+        }
+        let meta = Arc::new(TopicMeta {
+            name: name.to_string(),
+            id: Uuid::new_v4(),
+            partitions,
+            configs,
+        });
+        if !validate_only {
+            let m = meta.clone();
+            self.publish(|s| {
+                s.by_id.insert(m.id, m.clone());
+                s.topics.insert(m.name.clone(), m);
+            });
+            tracing::info!(topic = name, partitions, "created topic");
+        }
+        Ok(meta)
+    }
+
+    /// Returns the topic, creating it with the default partition count when auto-creation
+    /// is on. `Ok(None)`: unknown and not created.
+    pub fn get_or_auto_create(
+        &self,
+        name: &str,
+        allow: bool,
+    ) -> Result<Option<Arc<TopicMeta>>, KelpError> {
+        if let Some(t) = self.topic(name) {
+            return Ok(Some(t));
+        }
+        if !(allow && self.auto_create) {
+            return Ok(None);
+        }
+        match self.create_topic(name, -1, -1, BTreeMap::new(), false) {
+            Ok(t) => Ok(Some(t)),
+            // Lost a race with another shard's create: use the winner.
+            Err(KelpError::TopicAlreadyExists) => Ok(self.topic(name)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes a topic from the metadata; shards drop its partitions when told.
+    pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicMeta>, KelpError> {
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let meta = self
+            .snapshot
+            .load()
+            .topics
+            .get(name)
+            .cloned()
+            .ok_or(KelpError::UnknownTopicOrPartition)?;
+        self.publish(|s| {
+            s.topics.remove(name);
+            s.by_id.remove(&meta.id);
+        });
+        tracing::info!(topic = name, "deleted topic");
+        Ok(meta)
+    }
+
+    /// A fresh producer id for InitProducerId.
+    pub fn allocate_producer_id(&self) -> i64 {
+        self.next_producer_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn cluster() -> Cluster {
+        Cluster::new(&Config::parse_from(["kelp", "--default-partitions", "3"]))
+    }
+
+    #[test]
+    fn create_delete_and_auto_create() {
+        let c = cluster();
+        let t = c
+            .create_topic("orders", 4, 1, BTreeMap::new(), false)
+            .unwrap();
+        assert_eq!(t.partitions, 4);
+        assert_eq!(
+            c.create_topic("orders", 4, 1, BTreeMap::new(), false)
+                .unwrap_err(),
+            KelpError::TopicAlreadyExists
+        );
+        assert!(c.create_topic("x", 1, 3, BTreeMap::new(), false).is_err());
+        assert!(c
+            .create_topic("bad name", 1, 1, BTreeMap::new(), false)
+            .is_err());
+        assert!(c.create_topic("v", 1, 1, BTreeMap::new(), true).is_ok());
+        assert!(c.topic("v").is_none(), "validate_only must not create");
+        assert_eq!(
+            c.get_or_auto_create("auto", true)
+                .unwrap()
+                .unwrap()
+                .partitions,
+            3
+        );
+        assert!(c.get_or_auto_create("nope", false).unwrap().is_none());
+        let id = c.delete_topic("orders").unwrap().id;
+        assert!(c.topic("orders").is_none());
+        assert!(!c.snapshot().by_id.contains_key(&id));
+        assert!(c.delete_topic("orders").is_err());
+    }
+}

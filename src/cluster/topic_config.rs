@@ -1,0 +1,122 @@
+//! Topic configs Kelp knows: their defaults, validation and DescribeConfigs metadata.
+
+use crate::error::KelpError;
+
+pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_048_588;
+
+/// Kind of a config value, for validation and DescribeConfigs `config_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Short = 4,
+    Long = 5,
+    Double = 6,
+    List = 7,
+}
+
+/// A known topic config and its broker default.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigDef {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub kind: ConfigType,
+    pub doc: &'static str,
+}
+
+/// Topic configs accepted by CreateTopics and listed by DescribeConfigs.
+pub const TOPIC_CONFIGS: &[ConfigDef] = &[
+    ConfigDef {
+        name: "cleanup.policy",
+        default: "delete",
+        kind: ConfigType::List,
+        doc: "Retention policy: delete or compact.",
+    },
+    ConfigDef {
+        name: "compression.type",
+        default: "producer",
+        kind: ConfigType::String,
+        doc: "Final compression type; 'producer' keeps the producer's codec.",
+    },
+    ConfigDef {
+        name: "max.message.bytes",
+        default: "1048588",
+        kind: ConfigType::Int,
+        doc: "Largest record batch size allowed.",
+    },
+    ConfigDef {
+        name: "message.timestamp.type",
+        default: "CreateTime",
+        kind: ConfigType::String,
+        doc: "CreateTime or LogAppendTime.",
+    },
+    ConfigDef {
+        name: "min.insync.replicas",
+        default: "1",
+        kind: ConfigType::Int,
+        doc: "Minimum in-sync replicas for acks=all.",
+    },
+    ConfigDef {
+        name: "retention.bytes",
+        default: "-1",
+        kind: ConfigType::Long,
+        doc: "Maximum partition size before old segments are deleted.",
+    },
+    ConfigDef {
+        name: "retention.ms",
+        default: "604800000",
+        kind: ConfigType::Long,
+        doc: "Maximum age of data before it is deleted.",
+    },
+    ConfigDef {
+        name: "segment.bytes",
+        default: "1073741824",
+        kind: ConfigType::Int,
+        doc: "Segment file size.",
+    },
+    ConfigDef {
+        name: "segment.ms",
+        default: "604800000",
+        kind: ConfigType::Long,
+        doc: "Time after which a segment is rolled.",
+    },
+    ConfigDef {
+        name: "unclean.leader.election.enable",
+        default: "false",
+        kind: ConfigType::Boolean,
+        doc: "Not applicable to a single broker.",
+    },
+];
+
+/// The definition of a known topic config.
+pub fn lookup(name: &str) -> Option<&'static ConfigDef> {
+    TOPIC_CONFIGS.iter().find(|c| c.name == name)
+}
+
+/// Broker default of a topic config.
+pub fn default_of(name: &str) -> Option<&'static str> {
+    lookup(name).map(|c| c.default)
+}
+
+/// Rejects unknown configs and values that do not parse as their type.
+pub fn validate(name: &str, value: &str) -> Result<(), KelpError> {
+    let def = lookup(name)
+        .ok_or_else(|| KelpError::InvalidConfig(format!("unknown topic config '{name}'")))?;
+    let ok = match def.kind {
+        ConfigType::Boolean => value == "true" || value == "false",
+        ConfigType::Int => value.parse::<i32>().is_ok(),
+        ConfigType::Short => value.parse::<i16>().is_ok(),
+        ConfigType::Long => value.parse::<i64>().is_ok(),
+        ConfigType::Double => value.parse::<f64>().is_ok(),
+        ConfigType::String | ConfigType::List => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(KelpError::InvalidConfig(format!(
+            "invalid value '{value}' for '{name}'"
+        )))
+    }
+}

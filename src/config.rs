@@ -1,0 +1,145 @@
+//! Command-line configuration of the broker.
+//!
+//! Owns the `kelp` flag set (parsed by clap) and the parsing of core lists. Everything else
+//! reads the resulting [`Config`]; nothing here touches the network or disk.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// Where partition data lives besides the in-core batch cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StorageKind {
+    /// Cache only: data lives in the per-core batch cache and is evicted (log start offset moves)
+    /// when the cache budget is exceeded. For benchmarks and tests.
+    Memory,
+}
+
+/// `kelp` command-line flags.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "kelp",
+    version,
+    about = "Kelp: a Kafka-compatible, thread-per-core broker front-end"
+)]
+pub struct Config {
+    /// Address the Kafka listener binds on every shard core (SO_REUSEPORT).
+    #[arg(long, default_value = "0.0.0.0:9092")]
+    pub listen: SocketAddr,
+
+    /// Host name clients are told to connect to (Metadata); defaults to the listen host,
+    /// or 127.0.0.1 when listening on the wildcard address.
+    #[arg(long)]
+    pub advertised_host: Option<String>,
+
+    /// Port clients are told to connect to; defaults to the listen port.
+    #[arg(long)]
+    pub advertised_port: Option<u16>,
+
+    /// Shard cores, as a list and/or ranges ("0-3", "0,2,4-5"); default: every online core.
+    #[arg(long, value_parser = parse_cores)]
+    pub cores: Option<Vec<usize>>,
+
+    /// Directory for broker data (metadata, logs).
+    #[arg(long, default_value = "./kelp-data")]
+    pub data_dir: PathBuf,
+
+    /// Storage engine behind the in-core batch cache.
+    #[arg(long, value_enum, default_value = "memory")]
+    pub storage: StorageKind,
+
+    /// Batch cache budget per shard core, in bytes.
+    #[arg(long, default_value_t = 512 * 1024 * 1024)]
+    pub cache_bytes_per_core: usize,
+
+    /// io_uring submission ring depth per shard core.
+    #[arg(long, default_value_t = 128)]
+    pub ring_depth: usize,
+
+    /// glommio registered io memory per shard core, in bytes (needs locked memory: `ulimit -l`).
+    #[arg(long, default_value_t = 2 * 1024 * 1024)]
+    pub io_memory: usize,
+
+    /// Maximum concurrent client connections per shard core; more are closed at accept.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_connections_per_core: usize,
+
+    /// Largest request frame accepted, in bytes (Kafka's socket.request.max.bytes).
+    #[arg(long, default_value_t = 100 * 1024 * 1024)]
+    pub max_request_bytes: usize,
+
+    /// Create unknown topics on Metadata and Produce (Kafka's auto.create.topics.enable).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_create_topics: bool,
+
+    /// Partition count of auto-created topics and of CreateTopics with num_partitions = -1.
+    #[arg(long, default_value_t = 1)]
+    pub default_partitions: i32,
+
+    /// Node id this broker reports in Metadata.
+    #[arg(long, default_value_t = 0)]
+    pub node_id: i32,
+
+    /// Cluster id reported in Metadata and DescribeCluster.
+    #[arg(long, default_value = "kelp-cluster")]
+    pub cluster_id: String,
+
+    /// Log filter (tracing env-filter syntax), e.g. "info" or "kelp=debug".
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+}
+
+impl Config {
+    /// Host name written into Metadata broker entries.
+    pub fn advertised_host(&self) -> String {
+        match &self.advertised_host {
+            Some(h) => h.clone(),
+            None if self.listen.ip().is_unspecified() => "127.0.0.1".to_string(),
+            None => self.listen.ip().to_string(),
+        }
+    }
+
+    /// Port written into Metadata broker entries.
+    pub fn advertised_port(&self) -> i32 {
+        i32::from(self.advertised_port.unwrap_or(self.listen.port()))
+    }
+}
+
+/// Parses "0-3,5,7-8" into a sorted, de-duplicated core list.
+pub fn parse_cores(s: &str) -> Result<Vec<usize>, String> {
+    let mut cores = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: usize = a.trim().parse().map_err(|_| format!("bad core '{a}'"))?;
+                let b: usize = b.trim().parse().map_err(|_| format!("bad core '{b}'"))?;
+                if a > b {
+                    return Err(format!("empty core range '{part}'"));
+                }
+                cores.extend(a..=b);
+            }
+            None => cores.push(part.parse().map_err(|_| format!("bad core '{part}'"))?),
+        }
+    }
+    cores.sort_unstable();
+    cores.dedup();
+    if cores.is_empty() {
+        return Err("no cores given".into());
+    }
+    Ok(cores)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_lists_and_ranges() {
+        assert_eq!(parse_cores("0-3").unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(parse_cores("4,0-1,1").unwrap(), vec![0, 1, 4]);
+        assert!(parse_cores("3-1").is_err());
+        assert!(parse_cores("x").is_err());
+        assert!(parse_cores("").is_err());
+    }
+}

@@ -1,0 +1,114 @@
+//! Typed broker errors and their single mapping to Kafka error codes.
+//!
+//! Every handler reports failures as [`KelpError`]; [`KelpError::code`] is the one place a
+//! failure becomes a wire error code. The [`code`] module names the codes Kelp uses.
+
+use thiserror::Error;
+
+/// Kafka protocol error codes used by Kelp (see the Kafka protocol guide, "Error Codes").
+pub mod code {
+    pub const NONE: i16 = 0;
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub const CORRUPT_MESSAGE: i16 = 2;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const INVALID_FETCH_SIZE: i16 = 4;
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const MESSAGE_TOO_LARGE: i16 = 10;
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+    pub const INVALID_REQUIRED_ACKS: i16 = 21;
+    pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const INVALID_PARTITIONS: i16 = 37;
+    pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+    pub const INVALID_REQUEST: i16 = 42;
+    pub const INVALID_CONFIG: i16 = 40;
+    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+    pub const INVALID_RECORD: i16 = 87;
+    pub const UNKNOWN_TOPIC_ID: i16 = 100;
+}
+
+/// A broker-side failure, typed so each maps to exactly one Kafka error code.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum KelpError {
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("unknown topic id")]
+    UnknownTopicId,
+    #[error("offset {offset} out of range [{start}, {end}]")]
+    OffsetOutOfRange { offset: i64, start: i64, end: i64 },
+    #[error("corrupt record batch: {0}")]
+    CorruptMessage(&'static str),
+    #[error("invalid record batch: {0}")]
+    InvalidRecord(&'static str),
+    #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
+    MessageTooLarge { size: usize, max: usize },
+    #[error("invalid required acks {0}")]
+    InvalidRequiredAcks(i16),
+    #[error("invalid topic name: {0}")]
+    InvalidTopic(String),
+    #[error("topic already exists")]
+    TopicAlreadyExists,
+    #[error("invalid partition count {0}")]
+    InvalidPartitions(i32),
+    #[error("replication factor {0} exceeds the 1 available broker")]
+    InvalidReplicationFactor(i16),
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("transactions are not supported")]
+    TransactionsUnsupported,
+    #[error("shard {0} is unavailable")]
+    ShardUnavailable(usize),
+    #[error("request timed out")]
+    RequestTimedOut,
+}
+
+impl KelpError {
+    /// The Kafka error code sent for this failure.
+    pub fn code(&self) -> i16 {
+        use KelpError::*;
+        match self {
+            UnknownTopicOrPartition => code::UNKNOWN_TOPIC_OR_PARTITION,
+            UnknownTopicId => code::UNKNOWN_TOPIC_ID,
+            OffsetOutOfRange { .. } => code::OFFSET_OUT_OF_RANGE,
+            CorruptMessage(_) => code::CORRUPT_MESSAGE,
+            InvalidRecord(_) => code::INVALID_RECORD,
+            MessageTooLarge { .. } => code::MESSAGE_TOO_LARGE,
+            InvalidRequiredAcks(_) => code::INVALID_REQUIRED_ACKS,
+            InvalidTopic(_) => code::INVALID_TOPIC_EXCEPTION,
+            TopicAlreadyExists => code::TOPIC_ALREADY_EXISTS,
+            InvalidPartitions(_) => code::INVALID_PARTITIONS,
+            InvalidReplicationFactor(_) => code::INVALID_REPLICATION_FACTOR,
+            InvalidConfig(_) => code::INVALID_CONFIG,
+            InvalidRequest(_) => code::INVALID_REQUEST,
+            TransactionsUnsupported => code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            ShardUnavailable(_) => code::NOT_LEADER_OR_FOLLOWER,
+            RequestTimedOut => code::REQUEST_TIMED_OUT,
+        }
+    }
+
+    /// Error message for responses that carry one (None where Kafka sends null).
+    pub fn message(&self) -> Option<String> {
+        Some(self.to_string())
+    }
+}
+
+/// Errors that end a connection rather than produce an error response.
+#[derive(Debug, Error)]
+pub enum ConnectionError {
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("frame length {0} outside 1..={1}")]
+    BadFrameLength(i64, usize),
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    #[error("unknown api key {0}")]
+    UnknownApiKey(i16),
+    #[error("unsupported version {1} of api key {0}")]
+    UnsupportedVersion(i16, i16),
+}

@@ -1,0 +1,16 @@
+//! Kelp: a Kafka-compatible, thread-per-core broker front-end.
+//!
+//! Data path, top to bottom: [`server`] (executors, connections) → [`protocol`] (frames,
+//! headers, codecs) → [`api`] (one handler per Kafka API) → [`shard`] (cross-core routing) →
+//! [`partition`] (offsets, batch cache) with [`record`] (batch validation). [`cluster`] holds
+//! the shared topic metadata; [`error`] maps failures to Kafka error codes.
+
+pub mod api;
+pub mod cluster;
+pub mod config;
+pub mod error;
+pub mod partition;
+pub mod protocol;
+pub mod record;
+pub mod server;
+pub mod shard;

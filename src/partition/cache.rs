@@ -1,0 +1,52 @@
+//! In-core batch cache of one partition: whole record batches in offset order.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+/// One cached batch with the header fields reads need.
+#[derive(Debug, Clone)]
+pub struct CachedBatch {
+    pub base: i64,
+    pub last: i64,
+    pub max_timestamp: i64,
+    pub data: Bytes,
+}
+
+/// Batches of one partition, oldest first, with their total size.
+#[derive(Debug, Default)]
+pub struct BatchCache {
+    batches: VecDeque<CachedBatch>,
+    bytes: usize,
+}
+
+impl BatchCache {
+    /// Appends a batch (offsets must follow the previous batch).
+    pub fn push(&mut self, base: i64, last: i64, max_timestamp: i64, data: Bytes) {
+        self.bytes += data.len();
+        self.batches.push_back(CachedBatch {
+            base,
+            last,
+            max_timestamp,
+            data,
+        });
+    }
+
+    /// Removes the oldest batch.
+    pub fn pop_front(&mut self) -> Option<CachedBatch> {
+        let b = self.batches.pop_front()?;
+        self.bytes -= b.data.len();
+        Some(b)
+    }
+
+    /// Total bytes cached.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Batches from the one containing `offset` onwards (binary search on last offsets).
+    pub fn from_offset(&self, offset: i64) -> impl Iterator<Item = &CachedBatch> {
+        let i = self.batches.partition_point(|b| b.last < offset);
+        self.batches.range(i..)
+    }
+}

@@ -1,0 +1,154 @@
+//! The APIs and versions Kelp implements, advertised verbatim by ApiVersions.
+
+/// One implemented API: key, version range, first flexible (KIP-482) version.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiSupport {
+    pub key: i16,
+    pub name: &'static str,
+    pub min: i16,
+    pub max: i16,
+    pub first_flexible: i16,
+}
+
+/// API keys Kelp handles.
+pub mod key {
+    pub const PRODUCE: i16 = 0;
+    pub const FETCH: i16 = 1;
+    pub const LIST_OFFSETS: i16 = 2;
+    pub const METADATA: i16 = 3;
+    pub const API_VERSIONS: i16 = 18;
+    pub const CREATE_TOPICS: i16 = 19;
+    pub const DELETE_TOPICS: i16 = 20;
+    pub const INIT_PRODUCER_ID: i16 = 22;
+    pub const DESCRIBE_CONFIGS: i16 = 32;
+    pub const DESCRIBE_CLUSTER: i16 = 60;
+}
+
+/// Everything ApiVersions advertises. Minimums follow Kafka 4 (KIP-896 removed older versions).
+pub const SUPPORTED: &[ApiSupport] = &[
+    ApiSupport {
+        key: key::PRODUCE,
+        name: "Produce",
+        min: 3,
+        max: 11,
+        first_flexible: 9,
+    },
+    ApiSupport {
+        key: key::FETCH,
+        name: "Fetch",
+        min: 4,
+        max: 16,
+        first_flexible: 12,
+    },
+    ApiSupport {
+        key: key::LIST_OFFSETS,
+        name: "ListOffsets",
+        min: 1,
+        max: 8,
+        first_flexible: 6,
+    },
+    ApiSupport {
+        key: key::METADATA,
+        name: "Metadata",
+        min: 0,
+        max: 12,
+        first_flexible: 9,
+    },
+    ApiSupport {
+        key: key::API_VERSIONS,
+        name: "ApiVersions",
+        min: 0,
+        max: 4,
+        first_flexible: 3,
+    },
+    ApiSupport {
+        key: key::CREATE_TOPICS,
+        name: "CreateTopics",
+        min: 2,
+        max: 7,
+        first_flexible: 5,
+    },
+    ApiSupport {
+        key: key::DELETE_TOPICS,
+        name: "DeleteTopics",
+        min: 1,
+        max: 6,
+        first_flexible: 4,
+    },
+    ApiSupport {
+        key: key::INIT_PRODUCER_ID,
+        name: "InitProducerId",
+        min: 0,
+        max: 4,
+        first_flexible: 2,
+    },
+    ApiSupport {
+        key: key::DESCRIBE_CONFIGS,
+        name: "DescribeConfigs",
+        min: 1,
+        max: 4,
+        first_flexible: 4,
+    },
+    ApiSupport {
+        key: key::DESCRIBE_CLUSTER,
+        name: "DescribeCluster",
+        min: 0,
+        max: 1,
+        first_flexible: 0,
+    },
+];
+
+/// The support entry of an api key, if Kelp implements it.
+pub fn lookup(api_key: i16) -> Option<&'static ApiSupport> {
+    SUPPORTED.iter().find(|a| a.key == api_key)
+}
+
+impl ApiSupport {
+    /// Whether `version` is within the advertised range.
+    pub fn supports(&self, version: i16) -> bool {
+        (self.min..=self.max).contains(&version)
+    }
+
+    /// Whether requests and responses of `version` use flexible encoding.
+    pub fn is_flexible(&self, version: i16) -> bool {
+        version >= self.first_flexible
+    }
+
+    /// Response header version: v1 (with tagged fields) for flexible versions, except
+    /// ApiVersions, whose response header is always v0 so any client can read it.
+    pub fn response_header_version(&self, version: i16) -> i16 {
+        if self.key != key::API_VERSIONS && self.is_flexible(version) {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::ApiKey;
+
+    #[test]
+    fn advertised_ranges_are_within_the_codec_crate() {
+        for a in SUPPORTED {
+            let k = ApiKey::try_from(a.key).unwrap();
+            let r = k.valid_versions();
+            assert!(a.min >= r.min && a.max <= r.max, "{} {:?}", a.name, r);
+            // Our flexible threshold must agree with the crate's header version choice.
+            assert_eq!(
+                k.request_header_version(a.max) == 2,
+                a.is_flexible(a.max),
+                "{}",
+                a.name
+            );
+            assert_eq!(
+                k.request_header_version(a.min) == 2,
+                a.is_flexible(a.min),
+                "{}",
+                a.name
+            );
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! One client connection: read length-prefixed frames, dispatch each request in order, write
+//! each response as a gather write. Bad framing or malformed requests close the connection
+//! with a log line; nothing a client sends can take the shard down.
+
+use std::rc::Rc;
+
+use bytes::BytesMut;
+use futures_lite::AsyncReadExt;
+use glommio::net::{TcpListener, TcpStream};
+
+use super::writev;
+use crate::api;
+use crate::error::ConnectionError;
+use crate::protocol::{frame, RequestHeader};
+use crate::shard::Shard;
+
+/// Smallest read issued: enough for many small pipelined requests per syscall.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Accepts connections on this shard's listener forever.
+pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let peer = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        if shard.connections.get() >= shard.config.max_connections_per_core {
+            tracing::warn!(%peer, limit = shard.config.max_connections_per_core, "connection limit reached; closing");
+            drop(stream);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            shard.connections.set(shard.connections.get() + 1);
+            match serve(&shard, stream).await {
+                Ok(()) => tracing::debug!(%peer, "connection closed by client"),
+                Err(ConnectionError::Io(e)) => {
+                    tracing::debug!(%peer, error = %e, "connection i/o error")
+                }
+                Err(e) => tracing::warn!(%peer, shard = shard.id, error = %e, "closing connection"),
+            }
+            shard.connections.set(shard.connections.get() - 1);
+        })
+        .detach();
+    }
+}
+
+/// Serves one connection until the client closes it or sends something unservable.
+async fn serve(shard: &Rc<Shard>, mut stream: TcpStream) -> Result<(), ConnectionError> {
+    let max = shard.config.max_request_bytes;
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    loop {
+        let need = match frame::next_frame(&mut buf, max)? {
+            Ok(frame) => {
+                handle_frame(shard, &mut stream, frame).await?;
+                continue;
+            }
+            Err(need) => need,
+        };
+        // Read at least what completes the frame, in big chunks.
+        let have = buf.len();
+        let want = (need - have).max(READ_CHUNK);
+        buf.resize(have + want, 0);
+        let n = stream.read(&mut buf[have..]).await;
+        match n {
+            Ok(0) => {
+                buf.truncate(have);
+                if have > 0 {
+                    return Err(ConnectionError::Malformed(format!(
+                        "client closed mid-frame ({have} of {need} bytes)"
+                    )));
+                }
+                return Ok(());
+            }
+            Ok(n) => buf.truncate(have + n),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+async fn handle_frame(
+    shard: &Rc<Shard>,
+    stream: &mut TcpStream,
+    frame: BytesMut,
+) -> Result<(), ConnectionError> {
+    let header = RequestHeader::parse(&frame)?;
+    tracing::trace!(
+        api = header.api_key,
+        version = header.api_version,
+        corr = header.correlation_id,
+        "request"
+    );
+    if let Some(resp) = api::dispatch(shard.clone(), header, frame).await? {
+        writev::write_all(stream, &resp.chunks).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! Process start-up: one pinned glommio executor per shard core, the channel mesh between
+//! them, and on each core a SO_REUSEPORT listener whose connections that core serves.
+
+pub mod connection;
+pub mod writev;
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::net::TcpListener;
+use glommio::{LocalExecutorBuilder, Placement};
+
+use crate::cluster::Cluster;
+use crate::config::Config;
+use crate::shard::{Shard, ShardMsg};
+
+/// Capacity of each shard-to-shard channel.
+const MESH_CHANNEL_SIZE: usize = 1024;
+
+/// The shard cores: the configured list, or every core this process may run on.
+pub fn shard_cores(config: &Config) -> anyhow::Result<Vec<usize>> {
+    let online = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let cores = config
+        .cores
+        .clone()
+        .unwrap_or_else(|| (0..online).collect());
+    if let Some(bad) = cores.iter().find(|&&c| c >= online) {
+        bail!(
+            "--cores names core {bad}, but only cores 0-{} are online",
+            online - 1
+        );
+    }
+    Ok(cores)
+}
+
+/// Runs the broker until every shard exits (normally never).
+pub fn run(mut config: Config) -> anyhow::Result<()> {
+    let cores = shard_cores(&config)?;
+    // Fail fast and clearly if the port is taken: SO_REUSEPORT alone would quietly share it
+    // with another process. Port 0 picks a free port once, used by every shard.
+    let probe = std::net::TcpListener::bind(config.listen)
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    config.listen = probe.local_addr()?;
+    drop(probe);
+
+    let config = Arc::new(config);
+    let cluster = Arc::new(Cluster::new(&config));
+    let mesh = MeshBuilder::<ShardMsg, _>::full(cores.len(), MESH_CHANNEL_SIZE);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<usize>>();
+
+    let mut handles = Vec::with_capacity(cores.len());
+    for &core in &cores {
+        let (config, cluster, mesh, ready) = (
+            config.clone(),
+            cluster.clone(),
+            mesh.clone(),
+            ready_tx.clone(),
+        );
+        let h = LocalExecutorBuilder::new(Placement::Fixed(core))
+            .name(&format!("kelp-shard-core{core}"))
+            .io_memory(config.io_memory)
+            .ring_depth(config.ring_depth)
+            .preempt_timer(Duration::from_millis(10))
+            .spawn(move || async move {
+                let (senders, receivers) = match mesh.join().await {
+                    Ok(sr) => sr,
+                    Err(e) => {
+                        let _ = ready.send(Err(anyhow::anyhow!("joining the shard mesh: {e}")));
+                        return;
+                    }
+                };
+                let shard = Rc::new(Shard::new(config.clone(), cluster, senders));
+                let listener = match TcpListener::bind(config.listen) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = ready.send(Err(anyhow::anyhow!("shard {} bind: {e}", shard.id)));
+                        return;
+                    }
+                };
+                let _ = ready.send(Ok(shard.id));
+                glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
+                connection::accept_loop(shard, listener).await;
+            })
+            .map_err(|e| anyhow::anyhow!("starting the executor on core {core}: {e}"))?;
+        handles.push(h);
+    }
+    drop(ready_tx);
+    for _ in &cores {
+        match ready_rx.recv() {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => bail!("a shard died during start-up"),
+        }
+    }
+    tracing::info!(
+        listen = %config.listen,
+        advertised = %format!("{}:{}", config.advertised_host(), config.advertised_port()),
+        shards = cores.len(),
+        cores = ?cores,
+        storage = ?config.storage,
+        "kelp ready"
+    );
+    for h in handles {
+        if let Err(e) = h.join() {
+            tracing::error!(error = %e, "shard exited with an error");
+        }
+    }
+    Ok(())
+}

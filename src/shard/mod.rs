@@ -1,0 +1,325 @@
+//! A shard: one pinned core's executor state — the partitions it owns, its slice of the batch
+//! cache budget, its connections and its links to the other shards.
+//!
+//! Requests arrive from `server/connection`; partition work runs here when this shard owns the
+//! partition, or is shipped over glommio's channel mesh to the owner ([`Shard::scatter`]).
+//! Calls `partition/` for state and `cluster/` for the shared metadata snapshot.
+
+pub mod ops;
+pub mod routing;
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::channel::oneshot;
+use futures::StreamExt;
+use glommio::channels::channel_mesh::{Receivers, Senders};
+
+use crate::cluster::Cluster;
+use crate::config::Config;
+use crate::error::KelpError;
+use crate::partition::Partition;
+use crate::record::ValidatedBatches;
+use ops::WaitItem;
+pub use ops::{Op, ShardMsg};
+
+type PartitionKey = (String, i32);
+
+/// One core's broker state. Shared by the tasks of that core through `Rc`.
+pub struct Shard {
+    /// Logical shard index (the executor's position in the channel mesh).
+    pub id: usize,
+    /// Number of shards.
+    pub count: usize,
+    pub config: Arc<Config>,
+    pub cluster: Arc<Cluster>,
+    partitions: RefCell<HashMap<PartitionKey, Partition>>,
+    /// Append order of cached batches across this shard's partitions, for eviction.
+    eviction: RefCell<VecDeque<(PartitionKey, usize)>>,
+    cached_bytes: Cell<usize>,
+    peers: Senders<ShardMsg>,
+    /// Open client connections on this core.
+    pub connections: Cell<usize>,
+}
+
+impl Shard {
+    /// State for the shard at mesh position `peers.peer_id()`.
+    pub fn new(config: Arc<Config>, cluster: Arc<Cluster>, peers: Senders<ShardMsg>) -> Self {
+        Shard {
+            id: peers.peer_id(),
+            count: peers.nr_consumers().max(1),
+            config,
+            cluster,
+            partitions: RefCell::new(HashMap::new()),
+            eviction: RefCell::new(VecDeque::new()),
+            cached_bytes: Cell::new(0),
+            peers,
+            connections: Cell::new(0),
+        }
+    }
+
+    /// Bytes held by this shard's batch caches.
+    pub fn cached_bytes(&self) -> usize {
+        self.cached_bytes.get()
+    }
+
+    /// Owner shard of a partition.
+    pub fn owner(&self, topic: &str, partition: i32) -> usize {
+        routing::owner(topic, partition, self.count)
+    }
+
+    /// Runs `f` on a partition this shard owns, creating its state on first use. Fails for
+    /// partitions the metadata does not know; state of a deleted-and-recreated topic is reset.
+    pub fn with_partition<R>(
+        &self,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&mut Partition) -> R,
+    ) -> Result<R, KelpError> {
+        let meta = self
+            .cluster
+            .topic(topic)
+            .ok_or(KelpError::UnknownTopicOrPartition)?;
+        if partition < 0 || partition >= meta.partitions {
+            return Err(KelpError::UnknownTopicOrPartition);
+        }
+        let mut parts = self.partitions.borrow_mut();
+        let key = (topic.to_string(), partition);
+        let p = parts.entry(key).or_insert_with(|| Partition::new(meta.id));
+        if p.topic_id != meta.id {
+            let freed = p.cached_bytes();
+            p.wake_all();
+            *p = Partition::new(meta.id);
+            self.cached_bytes.set(self.cached_bytes.get() - freed);
+        }
+        Ok(f(p))
+    }
+
+    /// Appends validated batches to an owned partition and enforces the cache budget.
+    pub fn append(
+        &self,
+        topic: &str,
+        partition: i32,
+        batches: ValidatedBatches,
+    ) -> ops::ProduceOut {
+        let (base, added, log_start) = self.with_partition(topic, partition, |p| {
+            let (base, added) = p.append(batches);
+            (base, added, p.log_start_offset())
+        })?;
+        self.cached_bytes.set(self.cached_bytes.get() + added);
+        self.eviction
+            .borrow_mut()
+            .push_back(((topic.to_string(), partition), added));
+        self.evict_over_budget();
+        Ok((base, log_start))
+    }
+
+    /// Evicts the oldest batches of this shard until the cache fits its budget.
+    fn evict_over_budget(&self) {
+        let budget = self.config.cache_bytes_per_core;
+        let mut order = self.eviction.borrow_mut();
+        let mut parts = self.partitions.borrow_mut();
+        while self.cached_bytes.get() > budget {
+            let Some((key, _)) = order.pop_front() else {
+                break;
+            };
+            if let Some(p) = parts.get_mut(&key) {
+                let freed = p.evict_oldest();
+                self.cached_bytes
+                    .set(self.cached_bytes.get().saturating_sub(freed));
+            }
+        }
+    }
+
+    /// Drops a deleted topic's partitions owned here.
+    fn drop_topic(&self, topic: &str) {
+        let mut parts = self.partitions.borrow_mut();
+        let mut freed = 0;
+        parts.retain(|(t, _), p| {
+            if t == topic {
+                freed += p.cached_bytes();
+                p.wake_all();
+                false
+            } else {
+                true
+            }
+        });
+        self.cached_bytes
+            .set(self.cached_bytes.get().saturating_sub(freed));
+        self.eviction.borrow_mut().retain(|((t, _), _)| t != topic);
+    }
+
+    /// Tells every shard (this one included) that a topic is gone.
+    pub async fn broadcast_drop_topic(&self, topic: &str) {
+        self.drop_topic(topic);
+        for peer in (0..self.count).filter(|&s| s != self.id) {
+            if let Err(e) = self
+                .peers
+                .send_to(peer, ShardMsg::DropTopic(topic.to_string()))
+                .await
+            {
+                tracing::warn!(peer, error = %e, "could not tell shard about a deleted topic");
+            }
+        }
+    }
+
+    /// Runs per-partition items on their owning shards and returns the results in item order.
+    pub async fn scatter<O: Op>(&self, items: Vec<O>) -> Vec<O::Out> {
+        let total = items.len();
+        let mut groups: Vec<(Vec<usize>, Vec<O>)> =
+            (0..self.count).map(|_| (Vec::new(), Vec::new())).collect();
+        for (i, it) in items.into_iter().enumerate() {
+            let (t, p) = it.key();
+            let g = &mut groups[self.owner(t, p)];
+            g.0.push(i);
+            g.1.push(it);
+        }
+        let mut out: Vec<Option<O::Out>> = (0..total).map(|_| None).collect();
+        let mut pending = Vec::new();
+        for (shard, (idx, its)) in groups.into_iter().enumerate() {
+            if its.is_empty() {
+                continue;
+            }
+            if shard == self.id {
+                for (i, r) in idx.into_iter().zip(O::run(self, its)) {
+                    out[i] = Some(r);
+                }
+                continue;
+            }
+            let (tx, rx) = oneshot::channel();
+            match self.peers.send_to(shard, O::into_msg(its, tx)).await {
+                Ok(()) => pending.push((idx, rx)),
+                Err(_) => {
+                    for i in idx {
+                        out[i] = Some(O::failed(KelpError::ShardUnavailable(shard)));
+                    }
+                }
+            }
+        }
+        for (idx, rx) in pending {
+            match rx.await {
+                Ok(res) => {
+                    for (i, r) in idx.into_iter().zip(res) {
+                        out[i] = Some(r);
+                    }
+                }
+                Err(_) => {
+                    for i in idx {
+                        out[i] = Some(O::failed(KelpError::ShardUnavailable(usize::MAX)));
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|o| o.unwrap_or_else(|| O::failed(KelpError::ShardUnavailable(usize::MAX))))
+            .collect()
+    }
+
+    /// Waits until any owned partition among `items` has data past its offset (or an error to
+    /// report), or until `deadline`.
+    async fn wait_local(&self, items: &[WaitItem], deadline: Instant) {
+        loop {
+            let mut listeners = Vec::with_capacity(items.len());
+            let mut ready = false;
+            for it in items {
+                // Listen before checking, so an append between the two is not missed.
+                match self.with_partition(&it.topic, it.partition, |p| {
+                    let l = p.listen();
+                    (p.has_data_for(it.offset), l)
+                }) {
+                    Ok((has, l)) => {
+                        ready |= has;
+                        listeners.push(l);
+                    }
+                    Err(_) => ready = true,
+                }
+            }
+            let now = Instant::now();
+            if ready || listeners.is_empty() || now >= deadline {
+                return;
+            }
+            let timer = glommio::timer::sleep(deadline - now);
+            let any = futures::future::select_all(listeners.into_iter().map(Box::pin));
+            futures::future::select(Box::pin(timer), any).await;
+        }
+    }
+
+    /// Waits until any partition among `items`, on any shard, has data past its offset, or
+    /// until `deadline`. Returns as soon as one owner reports data.
+    pub async fn wait_any(&self, items: Vec<WaitItem>, deadline: Instant) {
+        let mut groups: Vec<Vec<WaitItem>> = (0..self.count).map(|_| Vec::new()).collect();
+        for it in items {
+            let s = self.owner(&it.topic, it.partition);
+            groups[s].push(it);
+        }
+        let mut waits: Vec<futures::future::LocalBoxFuture<'_, ()>> = Vec::new();
+        for (shard, g) in groups.into_iter().enumerate() {
+            if g.is_empty() {
+                continue;
+            }
+            if shard == self.id {
+                waits.push(Box::pin(async move { self.wait_local(&g, deadline).await }));
+            } else {
+                let (tx, rx) = oneshot::channel();
+                if self
+                    .peers
+                    .send_to(shard, ShardMsg::Wait(g, deadline, tx))
+                    .await
+                    .is_ok()
+                {
+                    waits.push(Box::pin(async move {
+                        let _ = rx.await;
+                    }));
+                }
+            }
+        }
+        if waits.is_empty() {
+            return;
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let timer = glommio::timer::sleep(remaining + Duration::from_millis(5));
+        futures::future::select(Box::pin(timer), futures::future::select_all(waits)).await;
+    }
+
+    /// Serves requests from peer shards until the mesh closes.
+    pub async fn serve_peers(self: Rc<Self>, mut receivers: Receivers<ShardMsg>) {
+        let streams = receivers.streams();
+        let mut tasks = Vec::new();
+        for (peer, stream) in streams {
+            let shard = self.clone();
+            tasks.push(glommio::spawn_local(async move {
+                let mut stream = stream;
+                while let Some(msg) = stream.next().await {
+                    shard.clone().handle_peer(msg);
+                }
+                tracing::debug!(peer, "peer link closed");
+            }));
+        }
+        futures::future::join_all(tasks).await;
+    }
+
+    fn handle_peer(self: Rc<Self>, msg: ShardMsg) {
+        match msg {
+            ShardMsg::Produce(items, reply) => {
+                let _ = reply.send(ops::ProduceItem::run(&self, items));
+            }
+            ShardMsg::Read(items, reply) => {
+                let _ = reply.send(ops::ReadItem::run(&self, items));
+            }
+            ShardMsg::ListOffsets(items, reply) => {
+                let _ = reply.send(ops::OffsetsItem::run(&self, items));
+            }
+            ShardMsg::Wait(items, deadline, reply) => {
+                glommio::spawn_local(async move {
+                    self.wait_local(&items, deadline).await;
+                    let _ = reply.send(());
+                })
+                .detach();
+            }
+            ShardMsg::DropTopic(topic) => self.drop_topic(&topic),
+        }
+    }
+}

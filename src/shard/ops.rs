@@ -1,0 +1,140 @@
+//! Partition operations a shard runs for itself or for a peer, and the messages that carry
+//! them across cores.
+//!
+//! Each operation is an [`Op`]: a batch of per-partition items that [`Shard::scatter`] groups by
+//! owning shard, runs locally or ships over the channel mesh, and answers in request order.
+
+use std::time::Instant;
+
+use futures::channel::oneshot;
+
+use super::Shard;
+use crate::error::KelpError;
+use crate::partition::ReadOut;
+use crate::record::ValidatedBatches;
+
+/// Append validated batches to a partition.
+pub struct ProduceItem {
+    pub topic: String,
+    pub partition: i32,
+    pub batches: ValidatedBatches,
+}
+
+/// Result of one append: base offset and log start offset.
+pub type ProduceOut = Result<(i64, i64), KelpError>;
+
+/// Read batches from a partition.
+pub struct ReadItem {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub max_bytes: usize,
+}
+
+/// Result of one read.
+pub type ReadResult = Result<ReadOut, KelpError>;
+
+/// Look an offset up by timestamp.
+pub struct OffsetsItem {
+    pub topic: String,
+    pub partition: i32,
+    pub timestamp: i64,
+}
+
+/// (timestamp, offset) found.
+pub type OffsetsOut = Result<(i64, i64), KelpError>;
+
+/// Wait until any of these partitions has data past the offset, or the deadline passes.
+pub struct WaitItem {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// A message between shards.
+pub enum ShardMsg {
+    Produce(Vec<ProduceItem>, oneshot::Sender<Vec<ProduceOut>>),
+    Read(Vec<ReadItem>, oneshot::Sender<Vec<ReadResult>>),
+    ListOffsets(Vec<OffsetsItem>, oneshot::Sender<Vec<OffsetsOut>>),
+    Wait(Vec<WaitItem>, Instant, oneshot::Sender<()>),
+    /// A topic was deleted: drop its partition state and wake its waiters.
+    DropTopic(String),
+}
+
+/// A per-partition operation that can run on its owning shard.
+pub trait Op: Sized + Send + 'static {
+    /// Result for one item.
+    type Out: Send + 'static;
+    /// The partition the item addresses.
+    fn key(&self) -> (&str, i32);
+    /// Wraps a group of items for a peer shard.
+    fn into_msg(items: Vec<Self>, reply: oneshot::Sender<Vec<Self::Out>>) -> ShardMsg;
+    /// Runs on the owning shard.
+    fn run(shard: &Shard, items: Vec<Self>) -> Vec<Self::Out>;
+    /// The result when the owner could not be reached.
+    fn failed(e: KelpError) -> Self::Out;
+}
+
+impl Op for ProduceItem {
+    type Out = ProduceOut;
+    fn key(&self) -> (&str, i32) {
+        (&self.topic, self.partition)
+    }
+    fn into_msg(items: Vec<Self>, reply: oneshot::Sender<Vec<Self::Out>>) -> ShardMsg {
+        ShardMsg::Produce(items, reply)
+    }
+    fn run(shard: &Shard, items: Vec<Self>) -> Vec<Self::Out> {
+        items
+            .into_iter()
+            .map(|it| shard.append(&it.topic, it.partition, it.batches))
+            .collect()
+    }
+    fn failed(e: KelpError) -> Self::Out {
+        Err(e)
+    }
+}
+
+impl Op for ReadItem {
+    type Out = ReadResult;
+    fn key(&self) -> (&str, i32) {
+        (&self.topic, self.partition)
+    }
+    fn into_msg(items: Vec<Self>, reply: oneshot::Sender<Vec<Self::Out>>) -> ShardMsg {
+        ShardMsg::Read(items, reply)
+    }
+    fn run(shard: &Shard, items: Vec<Self>) -> Vec<Self::Out> {
+        items
+            .iter()
+            .map(|it| {
+                shard
+                    .with_partition(&it.topic, it.partition, |p| p.read(it.offset, it.max_bytes))?
+            })
+            .collect()
+    }
+    fn failed(e: KelpError) -> Self::Out {
+        Err(e)
+    }
+}
+
+impl Op for OffsetsItem {
+    type Out = OffsetsOut;
+    fn key(&self) -> (&str, i32) {
+        (&self.topic, self.partition)
+    }
+    fn into_msg(items: Vec<Self>, reply: oneshot::Sender<Vec<Self::Out>>) -> ShardMsg {
+        ShardMsg::ListOffsets(items, reply)
+    }
+    fn run(shard: &Shard, items: Vec<Self>) -> Vec<Self::Out> {
+        items
+            .iter()
+            .map(|it| {
+                shard.with_partition(&it.topic, it.partition, |p| {
+                    p.offset_for_timestamp(it.timestamp)
+                })
+            })
+            .collect()
+    }
+    fn failed(e: KelpError) -> Self::Out {
+        Err(e)
+    }
+}
