@@ -226,53 +226,10 @@ pub fn first_offset_at_or_after(batch: &Bytes, ts: i64) -> Option<(i64, i64)> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use bytes::BufMut;
+    pub use crate::record::build::simple_batch;
 
-    /// Builds a minimal valid uncompressed batch of `n` records (test aid).
     pub fn make_batch(n: i32, ts: i64) -> BytesMut {
-        let mut records = BytesMut::new();
-        for i in 0..n {
-            let mut rec = BytesMut::new();
-            rec.put_u8(0); // attributes
-            put_varint(&mut rec, i64::from(i)); // timestamp delta
-            put_varint(&mut rec, i64::from(i)); // offset delta
-            put_varint(&mut rec, -1); // key null
-            put_varint(&mut rec, 1); // value len
-            rec.put_u8(b'a' + (i % 26) as u8);
-            put_varint(&mut rec, 0); // headers
-            put_varint(&mut records, rec.len() as i64);
-            records.extend_from_slice(&rec);
-        }
-        let mut b = BytesMut::new();
-        b.put_i64(0);
-        b.put_i32((BATCH_HEADER_LEN - LOG_OVERHEAD + records.len()) as i32);
-        b.put_i32(0);
-        b.put_i8(2);
-        b.put_u32(0);
-        b.put_i16(0);
-        b.put_i32(n - 1);
-        b.put_i64(ts);
-        b.put_i64(ts + i64::from(n) - 1);
-        b.put_i64(-1);
-        b.put_i16(-1);
-        b.put_i32(-1);
-        b.put_i32(n);
-        b.extend_from_slice(&records);
-        let crc = crc32c::crc32c(&b[OFF_ATTRIBUTES..]);
-        b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
-        b
-    }
-
-    fn put_varint(b: &mut BytesMut, v: i64) {
-        let mut z = ((v << 1) ^ (v >> 63)) as u64;
-        loop {
-            if z < 0x80 {
-                b.put_u8(z as u8);
-                break;
-            }
-            b.put_u8((z as u8 & 0x7f) | 0x80);
-            z >>= 7;
-        }
+        simple_batch(n, 1, ts)
     }
 
     #[test]

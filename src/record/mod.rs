@@ -5,5 +5,6 @@
 //! except for the rare by-timestamp offset lookup (see [`batch::first_offset_at_or_after`]).
 
 pub mod batch;
+pub mod build;
 
 pub use batch::{BatchHeader, ValidatedBatches, BATCH_HEADER_LEN};

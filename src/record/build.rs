@@ -1,0 +1,55 @@
+//! Builds uncompressed v2 record batches: for benchmarks, tests and tools that need valid
+//! batches without a client. The broker's data path never builds batches.
+
+use bytes::{BufMut, BytesMut};
+
+use super::batch::{BATCH_HEADER_LEN, LOG_OVERHEAD};
+
+const OFF_CRC: usize = 17;
+const OFF_ATTRIBUTES: usize = 21;
+
+fn put_varint(b: &mut BytesMut, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        b.put_u8((z as u8 & 0x7f) | 0x80);
+        z >>= 7;
+    }
+    b.put_u8(z as u8);
+}
+
+/// A batch of `n` records with null keys and `value_len`-byte values; record i has timestamp
+/// `ts + i`. Base offset 0, no producer id, valid CRC.
+pub fn simple_batch(n: i32, value_len: usize, ts: i64) -> BytesMut {
+    let mut records = BytesMut::with_capacity(n as usize * (value_len + 8));
+    let mut rec = BytesMut::with_capacity(value_len + 16);
+    for i in 0..n {
+        rec.clear();
+        rec.put_u8(0); // attributes
+        put_varint(&mut rec, i64::from(i)); // timestamp delta
+        put_varint(&mut rec, i64::from(i)); // offset delta
+        put_varint(&mut rec, -1); // null key
+        put_varint(&mut rec, value_len as i64);
+        rec.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, value_len));
+        put_varint(&mut rec, 0); // no headers
+        put_varint(&mut records, rec.len() as i64);
+        records.extend_from_slice(&rec);
+    }
+    let mut b = BytesMut::with_capacity(BATCH_HEADER_LEN + records.len());
+    b.put_i64(0);
+    b.put_i32((BATCH_HEADER_LEN - LOG_OVERHEAD + records.len()) as i32);
+    b.put_i32(0); // partition leader epoch
+    b.put_i8(2); // magic
+    b.put_u32(0); // crc, filled below
+    b.put_i16(0); // attributes
+    b.put_i32(n - 1);
+    b.put_i64(ts);
+    b.put_i64(ts + i64::from(n) - 1);
+    b.put_i64(-1);
+    b.put_i16(-1);
+    b.put_i32(-1);
+    b.put_i32(n);
+    b.extend_from_slice(&records);
+    let crc = crc32c::crc32c(&b[OFF_ATTRIBUTES..]);
+    b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    b
+}
