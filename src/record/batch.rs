@@ -230,6 +230,11 @@ pub(crate) mod tests {
 
     /// Builds a minimal valid uncompressed batch of `n` records (test aid).
     pub fn make_batch(n: i32, ts: i64) -> BytesMut {
+        make_producer_batch(n, ts, -1, -1, -1)
+    }
+
+    /// Like [`make_batch`], from an idempotent producer (id, epoch, base sequence).
+    pub fn make_producer_batch(n: i32, ts: i64, pid: i64, epoch: i16, seq: i32) -> BytesMut {
         let mut records = BytesMut::new();
         for i in 0..n {
             let mut rec = BytesMut::new();
@@ -253,9 +258,9 @@ pub(crate) mod tests {
         b.put_i32(n - 1);
         b.put_i64(ts);
         b.put_i64(ts + i64::from(n) - 1);
-        b.put_i64(-1);
-        b.put_i16(-1);
-        b.put_i32(-1);
+        b.put_i64(pid);
+        b.put_i16(epoch);
+        b.put_i32(seq);
         b.put_i32(n);
         b.extend_from_slice(&records);
         let crc = crc32c::crc32c(&b[OFF_ATTRIBUTES..]);

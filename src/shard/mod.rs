@@ -124,9 +124,13 @@ impl Shard {
         batches: ValidatedBatches,
     ) -> ops::ProduceOut {
         let (base, added, log_start) = self.with_partition(topic, partition, |p| {
-            let (base, added) = p.append(batches);
-            (base, added, p.log_start_offset())
-        })?;
+            let (base, added) = p.append(batches)?;
+            Ok::<_, KelpError>((base, added, p.log_start_offset()))
+        })??;
+        if added == 0 {
+            // A duplicate retry: nothing new is cached, so nothing joins the eviction order.
+            return Ok((base, log_start));
+        }
         self.cached_bytes.set(self.cached_bytes.get() + added);
         self.eviction
             .borrow_mut()
