@@ -64,7 +64,7 @@ fn bench_produce_path(c: &mut Criterion) {
                     || batch.clone(),
                     |buf| {
                         let v = ValidatedBatches::validate(buf, 16 << 20).expect("valid");
-                        let (_, added) = part.append(v);
+                        let (_, added) = part.append(v).expect("append");
                         appended += added;
                         if part.cached_bytes() > 256 << 20 {
                             while part.cached_bytes() > 0 {

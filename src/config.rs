@@ -85,6 +85,19 @@ pub struct Config {
     #[arg(long, default_value = "kelp-cluster")]
     pub cluster_id: String,
 
+    /// Delay before the first rebalance of an empty group completes, so more members can join
+    /// it (Kafka's group.initial.rebalance.delay.ms).
+    #[arg(long, default_value_t = 3000)]
+    pub group_initial_rebalance_delay_ms: u64,
+
+    /// Smallest session timeout a group member may ask for (group.min.session.timeout.ms).
+    #[arg(long, default_value_t = 6000)]
+    pub group_min_session_timeout_ms: i32,
+
+    /// Largest session timeout a group member may ask for (group.max.session.timeout.ms).
+    #[arg(long, default_value_t = 1_800_000)]
+    pub group_max_session_timeout_ms: i32,
+
     /// Log filter (tracing env-filter syntax), e.g. "info" or "kelp=debug".
     #[arg(long, default_value = "info")]
     pub log_level: String,

@@ -9,6 +9,22 @@ use thiserror::Error;
 pub mod code {
     pub const NONE: i16 = 0;
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    pub const NOT_COORDINATOR: i16 = 16;
+    pub const ILLEGAL_GENERATION: i16 = 22;
+    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    pub const INVALID_GROUP_ID: i16 = 24;
+    pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+    pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const NON_EMPTY_GROUP: i16 = 68;
+    pub const GROUP_ID_NOT_FOUND: i16 = 69;
+    pub const MEMBER_ID_REQUIRED: i16 = 79;
+    pub const FENCED_INSTANCE_ID: i16 = 82;
+    pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
     pub const CORRUPT_MESSAGE: i16 = 2;
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const INVALID_FETCH_SIZE: i16 = 4;
@@ -66,6 +82,38 @@ pub enum KelpError {
     ShardUnavailable(usize),
     #[error("request timed out")]
     RequestTimedOut,
+    #[error("the group coordinator is not available")]
+    CoordinatorNotAvailable,
+    #[error("this shard is not the coordinator of the group")]
+    NotCoordinator,
+    #[error("the generation id is not the group's current generation")]
+    IllegalGeneration,
+    #[error("no protocol is supported by every member, or the protocol type differs")]
+    InconsistentGroupProtocol,
+    #[error("invalid group id")]
+    InvalidGroupId,
+    #[error("unknown member id")]
+    UnknownMemberId,
+    #[error("session timeout {0} ms outside the broker's allowed range")]
+    InvalidSessionTimeout(i32),
+    #[error("the group is rebalancing")]
+    RebalanceInProgress,
+    #[error("a member id is required: rejoin with the id given")]
+    MemberIdRequired,
+    #[error("a newer member with the same group.instance.id has joined")]
+    FencedInstanceId,
+    #[error("the group is not empty")]
+    NonEmptyGroup,
+    #[error("group not found")]
+    GroupIdNotFound,
+    #[error("the group is subscribed to the topic")]
+    GroupSubscribedToTopic,
+    #[error("offset metadata of {0} bytes is too large")]
+    OffsetMetadataTooLarge(usize),
+    #[error("out of order sequence number: expected {expected}, got {got}")]
+    OutOfOrderSequence { expected: i32, got: i32 },
+    #[error("producer epoch {got} is older than the current epoch {current}")]
+    InvalidProducerEpoch { got: i16, current: i16 },
 }
 
 impl KelpError {
@@ -89,6 +137,22 @@ impl KelpError {
             TransactionsUnsupported => code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             ShardUnavailable(_) => code::NOT_LEADER_OR_FOLLOWER,
             RequestTimedOut => code::REQUEST_TIMED_OUT,
+            CoordinatorNotAvailable => code::COORDINATOR_NOT_AVAILABLE,
+            NotCoordinator => code::NOT_COORDINATOR,
+            IllegalGeneration => code::ILLEGAL_GENERATION,
+            InconsistentGroupProtocol => code::INCONSISTENT_GROUP_PROTOCOL,
+            InvalidGroupId => code::INVALID_GROUP_ID,
+            UnknownMemberId => code::UNKNOWN_MEMBER_ID,
+            InvalidSessionTimeout(_) => code::INVALID_SESSION_TIMEOUT,
+            RebalanceInProgress => code::REBALANCE_IN_PROGRESS,
+            MemberIdRequired => code::MEMBER_ID_REQUIRED,
+            FencedInstanceId => code::FENCED_INSTANCE_ID,
+            NonEmptyGroup => code::NON_EMPTY_GROUP,
+            GroupIdNotFound => code::GROUP_ID_NOT_FOUND,
+            GroupSubscribedToTopic => code::GROUP_SUBSCRIBED_TO_TOPIC,
+            OffsetMetadataTooLarge(_) => code::OFFSET_METADATA_TOO_LARGE,
+            OutOfOrderSequence { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            InvalidProducerEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
         }
     }
 

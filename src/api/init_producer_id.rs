@@ -1,5 +1,6 @@
-//! InitProducerId (key 22, v0-v4): hands out producer ids and bumps epochs. Sequence checking
-//! (full idempotence) and transactions are not implemented yet.
+//! InitProducerId (key 22, v0-v4): hands out producer ids and bumps epochs. Sequence checks
+//! happen per partition on the owning shard (`partition::producer_state`); transactions are
+//! not implemented.
 
 use bytes::Bytes;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};

@@ -38,7 +38,10 @@ pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, Conne
             let (ts, off) = r.unwrap_or((-1, -1));
             pr.timestamp = ts;
             pr.offset = off;
-            pr.leader_epoch = 0;
+            // The leader epoch field exists from v4 on; older versions cannot carry it.
+            if ctx.header.api_version >= 4 {
+                pr.leader_epoch = 0;
+            }
             tr.partitions.push(pr);
         }
         resp.topics.push(tr);

@@ -5,14 +5,25 @@
 
 pub mod api_versions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 use std::rc::Rc;
 
@@ -29,9 +40,20 @@ use crate::shard::Shard;
 pub struct RequestContext {
     pub shard: Rc<Shard>,
     pub header: RequestHeader,
+    /// The client's address ("ip:port"), as the connection saw it.
+    pub peer: Rc<str>,
 }
 
 impl RequestContext {
+    /// The client host as Kafka reports it in DescribeGroups ("/" + ip).
+    pub fn client_host(&self) -> String {
+        let ip = match self.peer.rsplit_once(':') {
+            Some((ip, _)) => ip,
+            None => &self.peer,
+        };
+        format!("/{}", ip.trim_start_matches('[').trim_end_matches(']'))
+    }
+
     /// Decodes a `kafka-protocol` request body; malformed bodies end the connection, as in Kafka.
     pub fn decode<M: Decodable>(&self, body: Bytes) -> Result<M, ConnectionError> {
         let mut b = body;
@@ -49,10 +71,15 @@ impl RequestContext {
 pub async fn dispatch(
     shard: Rc<Shard>,
     header: RequestHeader,
+    peer: Rc<str>,
     mut frame: BytesMut,
 ) -> Result<Option<Response>, ConnectionError> {
     let _ = frame.split_to(header.body_offset);
-    let ctx = RequestContext { shard, header };
+    let ctx = RequestContext {
+        shard,
+        header,
+        peer,
+    };
     if !ctx.header.version_supported() {
         if ctx.header.api_key == key::API_VERSIONS {
             return api_versions::unsupported(&ctx).map(Some);
@@ -74,6 +101,19 @@ pub async fn dispatch(
         key::INIT_PRODUCER_ID => init_producer_id::handle(&ctx, frame.freeze()).map(Some),
         key::DESCRIBE_CONFIGS => describe_configs::handle(&ctx, frame.freeze()).map(Some),
         key::DESCRIBE_CLUSTER => describe_cluster::handle(&ctx, frame.freeze()).map(Some),
+        key::FIND_COORDINATOR => find_coordinator::handle(&ctx, frame.freeze()).map(Some),
+        key::JOIN_GROUP => join_group::handle(&ctx, frame.freeze()).await.map(Some),
+        key::SYNC_GROUP => sync_group::handle(&ctx, frame.freeze()).await.map(Some),
+        key::HEARTBEAT => heartbeat::handle(&ctx, frame.freeze()).await.map(Some),
+        key::LEAVE_GROUP => leave_group::handle(&ctx, frame.freeze()).await.map(Some),
+        key::DESCRIBE_GROUPS => describe_groups::handle(&ctx, frame.freeze())
+            .await
+            .map(Some),
+        key::LIST_GROUPS => list_groups::handle(&ctx, frame.freeze()).await.map(Some),
+        key::DELETE_GROUPS => delete_groups::handle(&ctx, frame.freeze()).await.map(Some),
+        key::OFFSET_COMMIT => offset_commit::handle(&ctx, frame.freeze()).await.map(Some),
+        key::OFFSET_FETCH => offset_fetch::handle(&ctx, frame.freeze()).await.map(Some),
+        key::OFFSET_DELETE => offset_delete::handle(&ctx, frame.freeze()).await.map(Some),
         other => Err(ConnectionError::UnknownApiKey(other)),
     };
     resp

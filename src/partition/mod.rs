@@ -1,9 +1,11 @@
-//! One partition's state on its owning shard: offsets, the batch cache and fetch waiters.
+//! One partition's state on its owning shard: offsets, the batch cache, idempotent-producer
+//! sequence state and fetch waiters.
 //!
 //! Lives only on the shard that owns the partition and is never shared across threads.
 //! Called by `shard/`; calls `record/` for batch headers.
 
 pub mod cache;
+pub mod producer_state;
 
 use std::time::Instant;
 
@@ -13,6 +15,7 @@ use uuid::Uuid;
 use crate::error::KelpError;
 use crate::record::batch::{first_offset_at_or_after, ValidatedBatches};
 use cache::BatchCache;
+use producer_state::{ProducerStates, SeqCheck};
 
 /// Special ListOffsets timestamps (KIP-734, KIP-405).
 pub mod timestamp {
@@ -43,6 +46,7 @@ pub struct Partition {
     /// Largest batch max timestamp seen and the batch's base offset.
     max_timestamp: (i64, i64),
     pub last_append: Option<Instant>,
+    producers: ProducerStates,
 }
 
 impl Partition {
@@ -56,6 +60,7 @@ impl Partition {
             appended: event_listener::Event::new(),
             max_timestamp: (-1, -1),
             last_append: None,
+            producers: ProducerStates::default(),
         }
     }
 
@@ -74,12 +79,17 @@ impl Partition {
         self.cache.bytes()
     }
 
-    /// Assigns offsets to validated batches, caches them and wakes fetch waiters.
-    /// Returns the base offset of the first batch and the bytes added.
-    pub fn append(&mut self, batches: ValidatedBatches) -> (i64, usize) {
+    /// Checks idempotent producers' sequences, assigns offsets to validated batches, caches
+    /// them and wakes fetch waiters. Returns the base offset of the first batch and the bytes
+    /// added; a retried duplicate returns its original base offset and adds nothing.
+    pub fn append(&mut self, batches: ValidatedBatches) -> Result<(i64, usize), KelpError> {
+        if let SeqCheck::Duplicate(original) = self.producers.check_all(batches.headers())? {
+            return Ok((original, 0));
+        }
         let base = self.next_offset;
         let mut added = 0;
         for (h, data) in batches.assign_offsets(base) {
+            self.producers.record(&h);
             if h.max_timestamp > self.max_timestamp.0 {
                 self.max_timestamp = (h.max_timestamp, h.base_offset);
             }
@@ -90,7 +100,7 @@ impl Partition {
         }
         self.last_append = Some(Instant::now());
         self.appended.notify(usize::MAX);
-        (base, added)
+        Ok((base, added))
     }
 
     /// Drops the oldest cached batch; with no storage behind the cache, its offsets become
@@ -180,7 +190,7 @@ impl Partition {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::batch::tests::make_batch;
+    use crate::record::batch::tests::{make_batch, make_producer_batch};
 
     fn validated(n: i32, ts: i64) -> ValidatedBatches {
         ValidatedBatches::validate(make_batch(n, ts), 1 << 20).unwrap()
@@ -189,8 +199,8 @@ mod tests {
     #[test]
     fn append_read_evict() {
         let mut p = Partition::new(Uuid::nil());
-        assert_eq!(p.append(validated(3, 100)).0, 0);
-        assert_eq!(p.append(validated(2, 200)).0, 3);
+        assert_eq!(p.append(validated(3, 100)).unwrap().0, 0);
+        assert_eq!(p.append(validated(2, 200)).unwrap().0, 3);
         assert_eq!(p.high_watermark(), 5);
         let r = p.read(0, 1 << 20).unwrap();
         assert_eq!(r.batches.len(), 2);
@@ -210,5 +220,26 @@ mod tests {
         assert_eq!(p.log_start_offset(), 3);
         assert!(p.read(0, 10).is_err());
         assert_eq!(p.offset_for_timestamp(timestamp::EARLIEST), (-1, 3));
+    }
+
+    #[test]
+    fn idempotent_appends() {
+        let batch = |epoch, seq| {
+            ValidatedBatches::validate(make_producer_batch(2, 0, 9, epoch, seq), 1 << 20).unwrap()
+        };
+        let mut p = Partition::new(Uuid::nil());
+        assert_eq!(p.append(validated(1, 0)).unwrap().0, 0);
+        assert_eq!(p.append(batch(0, 0)).unwrap().0, 1);
+        assert_eq!(p.append(batch(0, 2)).unwrap().0, 3);
+        // A retry of the first batch is acknowledged with its original offset, not re-appended.
+        assert_eq!(p.append(batch(0, 0)).unwrap(), (1, 0));
+        assert_eq!(p.high_watermark(), 5);
+        let gap = p.append(batch(0, 9)).unwrap_err();
+        assert_eq!(gap.code(), crate::error::code::OUT_OF_ORDER_SEQUENCE_NUMBER);
+        // A bumped epoch restarts at sequence 0 and fences the old epoch.
+        assert_eq!(p.append(batch(1, 0)).unwrap().0, 5);
+        let fenced = p.append(batch(0, 4)).unwrap_err();
+        assert_eq!(fenced.code(), crate::error::code::INVALID_PRODUCER_EPOCH);
+        assert_eq!(p.high_watermark(), 7);
     }
 }

@@ -16,15 +16,28 @@ pub mod key {
     pub const FETCH: i16 = 1;
     pub const LIST_OFFSETS: i16 = 2;
     pub const METADATA: i16 = 3;
+    pub const OFFSET_COMMIT: i16 = 8;
+    pub const OFFSET_FETCH: i16 = 9;
+    pub const FIND_COORDINATOR: i16 = 10;
+    pub const JOIN_GROUP: i16 = 11;
+    pub const HEARTBEAT: i16 = 12;
+    pub const LEAVE_GROUP: i16 = 13;
+    pub const SYNC_GROUP: i16 = 14;
+    pub const DESCRIBE_GROUPS: i16 = 15;
+    pub const LIST_GROUPS: i16 = 16;
     pub const API_VERSIONS: i16 = 18;
     pub const CREATE_TOPICS: i16 = 19;
     pub const DELETE_TOPICS: i16 = 20;
     pub const INIT_PRODUCER_ID: i16 = 22;
     pub const DESCRIBE_CONFIGS: i16 = 32;
+    pub const DELETE_GROUPS: i16 = 42;
+    pub const OFFSET_DELETE: i16 = 47;
     pub const DESCRIBE_CLUSTER: i16 = 60;
 }
 
-/// Everything ApiVersions advertises. Minimums follow Kafka 4 (KIP-896 removed older versions).
+/// Everything ApiVersions advertises, in api key order. Minimums follow Kafka 4 (KIP-896
+/// removed older versions) where the codec crate lacks older ones (OffsetCommit, OffsetFetch).
+/// OffsetDelete has no flexible version: its threshold is past its only version.
 pub const SUPPORTED: &[ApiSupport] = &[
     ApiSupport {
         key: key::PRODUCE,
@@ -53,6 +66,69 @@ pub const SUPPORTED: &[ApiSupport] = &[
         min: 0,
         max: 12,
         first_flexible: 9,
+    },
+    ApiSupport {
+        key: key::OFFSET_COMMIT,
+        name: "OffsetCommit",
+        min: 2,
+        max: 9,
+        first_flexible: 8,
+    },
+    ApiSupport {
+        key: key::OFFSET_FETCH,
+        name: "OffsetFetch",
+        min: 1,
+        max: 9,
+        first_flexible: 6,
+    },
+    ApiSupport {
+        key: key::FIND_COORDINATOR,
+        name: "FindCoordinator",
+        min: 0,
+        max: 6,
+        first_flexible: 3,
+    },
+    ApiSupport {
+        key: key::JOIN_GROUP,
+        name: "JoinGroup",
+        min: 0,
+        max: 9,
+        first_flexible: 6,
+    },
+    ApiSupport {
+        key: key::HEARTBEAT,
+        name: "Heartbeat",
+        min: 0,
+        max: 4,
+        first_flexible: 4,
+    },
+    ApiSupport {
+        key: key::LEAVE_GROUP,
+        name: "LeaveGroup",
+        min: 0,
+        max: 5,
+        first_flexible: 4,
+    },
+    ApiSupport {
+        key: key::SYNC_GROUP,
+        name: "SyncGroup",
+        min: 0,
+        max: 5,
+        first_flexible: 4,
+    },
+    ApiSupport {
+        key: key::DESCRIBE_GROUPS,
+        name: "DescribeGroups",
+        min: 0,
+        max: 5,
+        first_flexible: 5,
+    },
+    ApiSupport {
+        key: key::LIST_GROUPS,
+        name: "ListGroups",
+        min: 0,
+        max: 5,
+        first_flexible: 3,
     },
     ApiSupport {
         key: key::API_VERSIONS,
@@ -88,6 +164,20 @@ pub const SUPPORTED: &[ApiSupport] = &[
         min: 1,
         max: 4,
         first_flexible: 4,
+    },
+    ApiSupport {
+        key: key::DELETE_GROUPS,
+        name: "DeleteGroups",
+        min: 0,
+        max: 2,
+        first_flexible: 2,
+    },
+    ApiSupport {
+        key: key::OFFSET_DELETE,
+        name: "OffsetDelete",
+        min: 0,
+        max: 0,
+        first_flexible: 1,
     },
     ApiSupport {
         key: key::DESCRIBE_CLUSTER,

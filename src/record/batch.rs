@@ -232,6 +232,11 @@ pub(crate) mod tests {
         simple_batch(n, 1, ts)
     }
 
+    /// Like [`make_batch`], from an idempotent producer (id, epoch, base sequence).
+    pub fn make_producer_batch(n: i32, ts: i64, pid: i64, epoch: i16, seq: i32) -> BytesMut {
+        crate::record::build::producer_batch(n, 1, ts, pid, epoch, seq)
+    }
+
     #[test]
     fn validates_and_rewrites_offsets_in_place() {
         let mut two = make_batch(3, 1000);

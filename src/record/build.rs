@@ -20,6 +20,18 @@ fn put_varint(b: &mut BytesMut, v: i64) {
 /// A batch of `n` records with null keys and `value_len`-byte values; record i has timestamp
 /// `ts + i`. Base offset 0, no producer id, valid CRC.
 pub fn simple_batch(n: i32, value_len: usize, ts: i64) -> BytesMut {
+    producer_batch(n, value_len, ts, -1, -1, -1)
+}
+
+/// Like [`simple_batch`], written by an idempotent producer (id, epoch, base sequence).
+pub fn producer_batch(
+    n: i32,
+    value_len: usize,
+    ts: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> BytesMut {
     let mut records = BytesMut::with_capacity(n as usize * (value_len + 8));
     let mut rec = BytesMut::with_capacity(value_len + 16);
     for i in 0..n {
@@ -44,9 +56,9 @@ pub fn simple_batch(n: i32, value_len: usize, ts: i64) -> BytesMut {
     b.put_i32(n - 1);
     b.put_i64(ts);
     b.put_i64(ts + i64::from(n) - 1);
-    b.put_i64(-1);
-    b.put_i16(-1);
-    b.put_i32(-1);
+    b.put_i64(producer_id);
+    b.put_i16(producer_epoch);
+    b.put_i32(base_sequence);
     b.put_i32(n);
     b.extend_from_slice(&records);
     let crc = crc32c::crc32c(&b[OFF_ATTRIBUTES..]);

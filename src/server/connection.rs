@@ -41,7 +41,8 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
         let shard = shard.clone();
         glommio::spawn_local(async move {
             shard.connections.set(shard.connections.get() + 1);
-            match serve(&shard, stream).await {
+            let peer_rc: Rc<str> = Rc::from(peer.as_str());
+            match serve(&shard, stream, peer_rc).await {
                 Ok(()) => tracing::debug!(%peer, "connection closed by client"),
                 Err(ConnectionError::Io(e)) => {
                     tracing::debug!(%peer, error = %e, "connection i/o error")
@@ -55,13 +56,17 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
 }
 
 /// Serves one connection until the client closes it or sends something unservable.
-async fn serve(shard: &Rc<Shard>, mut stream: TcpStream) -> Result<(), ConnectionError> {
+async fn serve(
+    shard: &Rc<Shard>,
+    mut stream: TcpStream,
+    peer: Rc<str>,
+) -> Result<(), ConnectionError> {
     let max = shard.config.max_request_bytes;
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     loop {
         let need = match frame::next_frame(&mut buf, max)? {
             Ok(frame) => {
-                handle_frame(shard, &mut stream, frame).await?;
+                handle_frame(shard, &mut stream, &peer, frame).await?;
                 continue;
             }
             Err(need) => need,
@@ -90,6 +95,7 @@ async fn serve(shard: &Rc<Shard>, mut stream: TcpStream) -> Result<(), Connectio
 async fn handle_frame(
     shard: &Rc<Shard>,
     stream: &mut TcpStream,
+    peer: &Rc<str>,
     frame: BytesMut,
 ) -> Result<(), ConnectionError> {
     let header = RequestHeader::parse(&frame)?;
@@ -99,7 +105,7 @@ async fn handle_frame(
         corr = header.correlation_id,
         "request"
     );
-    if let Some(resp) = api::dispatch(shard.clone(), header, frame).await? {
+    if let Some(resp) = api::dispatch(shard.clone(), header, peer.clone(), frame).await? {
         writev::write_all(stream, &resp.chunks).await?;
     }
     Ok(())

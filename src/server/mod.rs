@@ -84,6 +84,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 };
                 let _ = ready.send(Ok(shard.id));
                 glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
+                glommio::spawn_local(shard.clone().run_group_timers()).detach();
                 connection::accept_loop(shard, listener).await;
             })
             .map_err(|e| anyhow::anyhow!("starting the executor on core {core}: {e}"))?;

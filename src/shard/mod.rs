@@ -3,7 +3,9 @@
 //!
 //! Requests arrive from `server/connection`; partition work runs here when this shard owns the
 //! partition, or is shipped over glommio's channel mesh to the owner ([`Shard::scatter`]).
-//! Calls `partition/` for state and `cluster/` for the shared metadata snapshot.
+//! Group requests go to the group's coordinator shard the same way ([`Shard::group_call`]).
+//! Calls `partition/` for state, `group/` for coordination and `cluster/` for the shared
+//! metadata snapshot.
 
 pub mod ops;
 pub mod routing;
@@ -21,6 +23,7 @@ use glommio::channels::channel_mesh::{Receivers, Senders};
 use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::error::KelpError;
+use crate::group::{Coordinator, GroupConfig, GroupReply, GroupRequest, InMemoryOffsetStore};
 use crate::partition::Partition;
 use crate::record::ValidatedBatches;
 use ops::WaitItem;
@@ -43,7 +46,12 @@ pub struct Shard {
     peers: Senders<ShardMsg>,
     /// Open client connections on this core.
     pub connections: Cell<usize>,
+    /// The consumer groups this shard coordinates.
+    pub groups: Coordinator,
 }
+
+/// How often group timers (sessions, rebalance delays and timeouts) are checked.
+const GROUP_TICK: Duration = Duration::from_millis(50);
 
 impl Shard {
     /// State for the shard at mesh position `peers.peer_id()`.
@@ -51,13 +59,23 @@ impl Shard {
         Shard {
             id: peers.peer_id(),
             count: peers.nr_consumers().max(1),
-            config,
+            config: config.clone(),
             cluster,
             partitions: RefCell::new(HashMap::new()),
             eviction: RefCell::new(VecDeque::new()),
             cached_bytes: Cell::new(0),
             peers,
             connections: Cell::new(0),
+            groups: Coordinator::new(
+                GroupConfig {
+                    initial_rebalance_delay: Duration::from_millis(
+                        config.group_initial_rebalance_delay_ms,
+                    ),
+                    min_session_timeout_ms: config.group_min_session_timeout_ms,
+                    max_session_timeout_ms: config.group_max_session_timeout_ms,
+                },
+                Rc::new(InMemoryOffsetStore::default()),
+            ),
         }
     }
 
@@ -106,9 +124,13 @@ impl Shard {
         batches: ValidatedBatches,
     ) -> ops::ProduceOut {
         let (base, added, log_start) = self.with_partition(topic, partition, |p| {
-            let (base, added) = p.append(batches);
-            (base, added, p.log_start_offset())
-        })?;
+            let (base, added) = p.append(batches)?;
+            Ok::<_, KelpError>((base, added, p.log_start_offset()))
+        })??;
+        if added == 0 {
+            // A duplicate retry: nothing new is cached, so nothing joins the eviction order.
+            return Ok((base, log_start));
+        }
         self.cached_bytes.set(self.cached_bytes.get() + added);
         self.eviction
             .borrow_mut()
@@ -284,6 +306,42 @@ impl Shard {
         futures::future::select(Box::pin(timer), futures::future::select_all(waits)).await;
     }
 
+    /// Coordinator shard of a group.
+    pub fn group_owner(&self, group_id: &str) -> usize {
+        routing::group_owner(group_id, self.count)
+    }
+
+    /// Sends a group request to shard `shard` (this one included) and awaits its reply.
+    pub async fn group_call_on(&self, shard: usize, req: GroupRequest) -> GroupReply {
+        if shard == self.id {
+            return self.groups.handle(req).await;
+        }
+        let (tx, rx) = oneshot::channel();
+        if self
+            .peers
+            .send_to(shard, ShardMsg::Group(req, tx))
+            .await
+            .is_err()
+        {
+            return GroupReply::Unavailable;
+        }
+        rx.await.unwrap_or(GroupReply::Unavailable)
+    }
+
+    /// Runs a request on the coordinator shard of its group.
+    pub async fn group_call(&self, req: GroupRequest) -> GroupReply {
+        let shard = req.group_id().map_or(self.id, |g| self.group_owner(g));
+        self.group_call_on(shard, req).await
+    }
+
+    /// Drives the timers of this shard's groups, forever.
+    pub async fn run_group_timers(self: Rc<Self>) {
+        loop {
+            glommio::timer::sleep(GROUP_TICK).await;
+            self.groups.tick(Instant::now());
+        }
+    }
+
     /// Serves requests from peer shards until the mesh closes.
     pub async fn serve_peers(self: Rc<Self>, mut receivers: Receivers<ShardMsg>) {
         let streams = receivers.streams();
@@ -320,6 +378,13 @@ impl Shard {
                 .detach();
             }
             ShardMsg::DropTopic(topic) => self.drop_topic(&topic),
+            ShardMsg::Group(req, reply) => {
+                // Joins and syncs wait for the rebalance: never block the peer link on them.
+                glommio::spawn_local(async move {
+                    let _ = reply.send(self.groups.handle(req).await);
+                })
+                .detach();
+            }
         }
     }
 }

@@ -10,6 +10,7 @@ use futures::channel::oneshot;
 
 use super::Shard;
 use crate::error::KelpError;
+use crate::group::{GroupReply, GroupRequest};
 use crate::partition::ReadOut;
 use crate::record::ValidatedBatches;
 
@@ -59,6 +60,8 @@ pub enum ShardMsg {
     Wait(Vec<WaitItem>, Instant, oneshot::Sender<()>),
     /// A topic was deleted: drop its partition state and wake its waiters.
     DropTopic(String),
+    /// A request for a group this shard coordinates (or, for `List`, every shard).
+    Group(GroupRequest, oneshot::Sender<GroupReply>),
 }
 
 /// A per-partition operation that can run on its owning shard.

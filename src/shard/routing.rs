@@ -1,4 +1,4 @@
-//! Stable partition-to-shard placement.
+//! Stable placement of partitions and consumer groups on shards.
 
 /// FNV-1a: stable across runs and platforms, unlike std's randomised hasher.
 fn fnv1a(data: &[u8]) -> u64 {
@@ -16,6 +16,12 @@ pub fn owner(topic: &str, partition: i32, shards: usize) -> usize {
     debug_assert!(shards > 0);
     let start = fnv1a(topic.as_bytes()) % shards as u64;
     ((start + partition.max(0) as u64) % shards as u64) as usize
+}
+
+/// The shard coordinating consumer group `group_id` among `shards`.
+pub fn group_owner(group_id: &str, shards: usize) -> usize {
+    debug_assert!(shards > 0);
+    (fnv1a(group_id.as_bytes()) % shards as u64) as usize
 }
 
 #[cfg(test)]

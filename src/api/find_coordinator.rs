@@ -1,0 +1,76 @@
+//! FindCoordinator (key 10, v0-v6): this broker is the coordinator of every group. Inside the
+//! broker each group belongs to one shard; requests for it are forwarded there (`shard/`), so
+//! clients never need to know.
+
+use bytes::Bytes;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+
+use super::{encoded, sb, RequestContext};
+use crate::error::{code, ConnectionError, KelpError};
+use crate::protocol::Response;
+
+/// Key types: consumer group and transactional id (KIP-98).
+const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
+
+fn check_key(key: &str, key_type: i8) -> Result<(), KelpError> {
+    match key_type {
+        KEY_TYPE_GROUP if key.is_empty() => Err(KelpError::InvalidGroupId),
+        KEY_TYPE_GROUP => Ok(()),
+        KEY_TYPE_TRANSACTION => Err(KelpError::TransactionsUnsupported),
+        other => Err(KelpError::InvalidRequest(format!(
+            "unknown key type {other}"
+        ))),
+    }
+}
+
+/// Handles a FindCoordinator request.
+pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
+    let req: FindCoordinatorRequest = ctx.decode(body)?;
+    let cluster = &ctx.shard.cluster;
+    let mut resp = FindCoordinatorResponse::default();
+    if ctx.header.api_version >= 4 {
+        // Batched lookups (KIP-699): one entry per key.
+        resp.coordinators = req
+            .coordinator_keys
+            .iter()
+            .map(|k| {
+                let mut c = Coordinator::default().with_key(k.clone());
+                match check_key(k.as_str(), req.key_type) {
+                    Ok(()) => {
+                        c.node_id = BrokerId(cluster.node_id);
+                        c.host = sb(cluster.host.clone());
+                        c.port = cluster.port;
+                        c.error_code = code::NONE;
+                    }
+                    Err(e) => {
+                        c.node_id = BrokerId(-1);
+                        c.host = sb("");
+                        c.port = -1;
+                        c.error_code = e.code();
+                        c.error_message = e.message().map(sb);
+                    }
+                }
+                c
+            })
+            .collect();
+    } else {
+        match check_key(req.key.as_str(), req.key_type) {
+            Ok(()) => {
+                resp.error_code = code::NONE;
+                resp.node_id = BrokerId(cluster.node_id);
+                resp.host = sb(cluster.host.clone());
+                resp.port = cluster.port;
+            }
+            Err(e) => {
+                resp.error_code = e.code();
+                resp.error_message = e.message().map(sb);
+                resp.node_id = BrokerId(-1);
+                resp.host = sb("");
+                resp.port = -1;
+            }
+        }
+    }
+    encoded(Response::encode(&ctx.header, &resp))
+}

@@ -1,0 +1,50 @@
+//! ListGroups (key 16, v0-v5): the groups of every shard, filtered by state (v4+) and type
+//! (v5+; every Kelp group is "classic").
+
+use bytes::Bytes;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+
+use super::{encoded, sb, RequestContext};
+use crate::error::{code, ConnectionError};
+use crate::group::{GroupReply, GroupRequest};
+use crate::protocol::Response;
+
+/// Handles a ListGroups request.
+pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
+    let req: ListGroupsRequest = ctx.decode(body)?;
+    let mut resp = ListGroupsResponse::default();
+    resp.error_code = code::NONE;
+    let type_ok = req.types_filter.is_empty()
+        || req
+            .types_filter
+            .iter()
+            .any(|t| t.as_str().eq_ignore_ascii_case("classic"));
+    for shard in 0..ctx.shard.count {
+        let listed = match ctx.shard.group_call_on(shard, GroupRequest::List).await {
+            GroupReply::List(l) => l,
+            _ => {
+                resp.error_code = code::COORDINATOR_NOT_AVAILABLE;
+                continue;
+            }
+        };
+        for g in listed {
+            let state_ok = req.states_filter.is_empty()
+                || req
+                    .states_filter
+                    .iter()
+                    .any(|s| g.state.matches(s.as_str()));
+            if !(state_ok && type_ok) {
+                continue;
+            }
+            let mut lg = ListedGroup::default();
+            lg.group_id = GroupId(sb(g.group_id));
+            lg.protocol_type = sb(g.protocol_type);
+            lg.group_state = sb(g.state.as_str());
+            lg.group_type = sb("classic");
+            resp.groups.push(lg);
+        }
+    }
+    resp.groups.sort_by(|a, b| a.group_id.0.cmp(&b.group_id.0));
+    encoded(Response::encode(&ctx.header, &resp))
+}

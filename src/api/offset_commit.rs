@@ -1,0 +1,99 @@
+//! OffsetCommit (key 8, v2-v9): checks topics against the metadata here, then commits on the
+//! group's coordinator shard; answers once the offsets store says the commit is durable.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+
+use super::{encoded, topic_name, RequestContext};
+use crate::error::{code, ConnectionError, KelpError};
+use crate::group::messages::CommitRequest;
+use crate::group::{CommittedOffset, GroupReply, GroupRequest};
+use crate::protocol::Response;
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Handles an OffsetCommit request.
+pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
+    let req: OffsetCommitRequest = ctx.decode(body)?;
+    let ts = now_ms();
+    // (topic index, partition, early error) in request order; valid ones go to the coordinator.
+    let mut slots: Vec<(usize, i32, Option<KelpError>)> = Vec::new();
+    let mut offsets = Vec::new();
+    let mut names = Vec::with_capacity(req.topics.len());
+    for (ti, t) in req.topics.iter().enumerate() {
+        let name = t.name.0.to_string();
+        let meta = ctx.shard.cluster.topic(&name);
+        for p in &t.partitions {
+            let err = match &meta {
+                Some(m) if p.partition_index >= 0 && p.partition_index < m.partitions => None,
+                _ => Some(KelpError::UnknownTopicOrPartition),
+            };
+            if err.is_none() {
+                offsets.push((
+                    (name.clone(), p.partition_index),
+                    CommittedOffset {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p
+                            .committed_metadata
+                            .as_ref()
+                            .map(|s| s.to_string())
+                            .unwrap_or_default(),
+                        commit_timestamp_ms: ts,
+                    },
+                ));
+            }
+            slots.push((ti, p.partition_index, err));
+        }
+        names.push(name);
+    }
+    let cr = CommitRequest {
+        member_id: req.member_id.to_string(),
+        instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
+        generation_id: req.generation_id_or_member_epoch,
+        offsets,
+    };
+    let out = match ctx
+        .shard
+        .group_call(GroupRequest::Commit(req.group_id.0.to_string(), cr))
+        .await
+    {
+        GroupReply::Commit(r) => r,
+        _ => Err(KelpError::CoordinatorNotAvailable),
+    };
+    let mut per_partition = match &out {
+        Ok(results) => results.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>(),
+        Err(_) => Vec::new(),
+    }
+    .into_iter();
+    let mut topics: Vec<OffsetCommitResponseTopic> = names
+        .iter()
+        .map(|n| OffsetCommitResponseTopic::default().with_name(topic_name(n.clone())))
+        .collect();
+    for (ti, index, err) in slots {
+        let res = match (err, &out) {
+            (Some(e), _) => Err(e),
+            (None, Err(e)) => Err(e.clone()),
+            (None, Ok(_)) => per_partition
+                .next()
+                .unwrap_or(Err(KelpError::CoordinatorNotAvailable)),
+        };
+        let ec = res.as_ref().err().map_or(code::NONE, KelpError::code);
+        topics[ti].partitions.push(
+            OffsetCommitResponsePartition::default()
+                .with_partition_index(index)
+                .with_error_code(ec),
+        );
+    }
+    let resp = OffsetCommitResponse::default().with_topics(topics);
+    encoded(Response::encode(&ctx.header, &resp))
+}

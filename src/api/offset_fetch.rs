@@ -1,0 +1,164 @@
+//! OffsetFetch (key 9, v1-v9): committed offsets of one group (v1-v7) or several (v8+), each
+//! read on its coordinator shard. A null topic list (v2+) asks for every committed partition.
+
+use bytes::Bytes;
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
+
+use super::{encoded, sb, topic_name, RequestContext};
+use crate::error::{code, ConnectionError, KelpError};
+use crate::group::messages::FetchRequest;
+use crate::group::{CommittedOffset, GroupReply, GroupRequest};
+use crate::protocol::Response;
+
+type Fetched = Result<Vec<((String, i32), Option<CommittedOffset>)>, KelpError>;
+
+async fn fetch_group(
+    ctx: &RequestContext,
+    group: String,
+    partitions: Option<Vec<(String, i32)>>,
+) -> Fetched {
+    match ctx
+        .shard
+        .group_call(GroupRequest::Fetch(group, FetchRequest { partitions }))
+        .await
+    {
+        GroupReply::Fetch(r) => r,
+        _ => Err(KelpError::CoordinatorNotAvailable),
+    }
+}
+
+/// One topic's (partition, committed offset) entries.
+type TopicRows = (String, Vec<(i32, Option<CommittedOffset>)>);
+
+/// Topics in first-seen order, each with its (partition, offset) entries.
+fn by_topic(rows: Vec<((String, i32), Option<CommittedOffset>)>) -> Vec<TopicRows> {
+    let mut out: Vec<TopicRows> = Vec::new();
+    for ((t, p), o) in rows {
+        match out.iter_mut().find(|(n, _)| *n == t) {
+            Some((_, ps)) => ps.push((p, o)),
+            None => out.push((t, vec![(p, o)])),
+        }
+    }
+    out
+}
+
+/// (offset, leader epoch, metadata) as sent: -1 / -1 / "" when nothing is committed.
+fn fields(o: Option<CommittedOffset>) -> (i64, i32, String) {
+    match o {
+        Some(o) => (o.offset, o.leader_epoch, o.metadata),
+        None => (-1, -1, String::new()),
+    }
+}
+
+/// Handles an OffsetFetch request.
+pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
+    let req: OffsetFetchRequest = ctx.decode(body)?;
+    let mut resp = OffsetFetchResponse::default();
+    if ctx.header.api_version >= 8 {
+        for g in req.groups {
+            let parts = g.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .flat_map(|t| {
+                        t.partition_indexes
+                            .iter()
+                            .map(|&p| (t.name.0.to_string(), p))
+                    })
+                    .collect()
+            });
+            let mut rg = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+            match fetch_group(ctx, g.group_id.0.to_string(), parts).await {
+                Ok(rows) => {
+                    rg.error_code = code::NONE;
+                    rg.topics = by_topic(rows)
+                        .into_iter()
+                        .map(|(t, ps)| {
+                            OffsetFetchResponseTopics::default()
+                                .with_name(topic_name(t))
+                                .with_partitions(
+                                    ps.into_iter()
+                                        .map(|(p, o)| {
+                                            let (off, epoch, md) = fields(o);
+                                            OffsetFetchResponsePartitions::default()
+                                                .with_partition_index(p)
+                                                .with_committed_offset(off)
+                                                .with_committed_leader_epoch(epoch)
+                                                .with_metadata(Some(sb(md)))
+                                                .with_error_code(code::NONE)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect();
+                }
+                Err(e) => rg.error_code = e.code(),
+            }
+            resp.groups.push(rg);
+        }
+        return encoded(Response::encode(&ctx.header, &resp));
+    }
+    let parts = req.topics.as_ref().map(|ts| {
+        ts.iter()
+            .flat_map(|t| {
+                t.partition_indexes
+                    .iter()
+                    .map(|&p| (t.name.0.to_string(), p))
+            })
+            .collect()
+    });
+    match fetch_group(ctx, req.group_id.0.to_string(), parts).await {
+        Ok(rows) => {
+            resp.error_code = code::NONE;
+            resp.topics = by_topic(rows)
+                .into_iter()
+                .map(|(t, ps)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(topic_name(t))
+                        .with_partitions(
+                            ps.into_iter()
+                                .map(|(p, o)| {
+                                    let (off, epoch, md) = fields(o);
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(off)
+                                        .with_committed_leader_epoch(epoch)
+                                        .with_metadata(Some(sb(md)))
+                                        .with_error_code(code::NONE)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+        }
+        // v1 has no top-level error code: the error goes on every requested partition.
+        Err(e) => {
+            resp.error_code = e.code();
+            if let Some(ts) = &req.topics {
+                resp.topics = ts
+                    .iter()
+                    .map(|t| {
+                        OffsetFetchResponseTopic::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(
+                                t.partition_indexes
+                                    .iter()
+                                    .map(|&p| {
+                                        OffsetFetchResponsePartition::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(-1)
+                                            .with_committed_leader_epoch(-1)
+                                            .with_metadata(Some(sb("")))
+                                            .with_error_code(e.code())
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+            }
+        }
+    }
+    encoded(Response::encode(&ctx.header, &resp))
+}

@@ -1,0 +1,263 @@
+//! One shard's group coordinator: the groups hashed to this shard and their offsets.
+//!
+//! Answers [`GroupRequest`]s for groups it owns (the caller — `shard/` — routes requests here
+//! from any core). Deferred JoinGroup/SyncGroup answers are awaited without holding a borrow
+//! of the group table, so other requests proceed meanwhile. Calls `classic` and `offsets`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::classic::{Group, GroupConfig, Pending};
+use super::messages::{
+    CommitRequest, FetchRequest, GroupListing, GroupReply, GroupRequest, JoinResponse,
+    PartitionResults, SyncResponse,
+};
+use super::offsets::{OffsetStore, TopicPartition};
+use super::state::GroupState;
+use crate::error::KelpError;
+
+/// Largest offset commit metadata accepted (offset.metadata.max.bytes).
+pub const MAX_METADATA_BYTES: usize = 4096;
+
+/// The groups of one shard.
+pub struct Coordinator {
+    config: GroupConfig,
+    groups: RefCell<HashMap<String, Group>>,
+    offsets: Rc<dyn OffsetStore>,
+}
+
+impl Coordinator {
+    /// A coordinator with no groups, storing offsets in `offsets`.
+    pub fn new(config: GroupConfig, offsets: Rc<dyn OffsetStore>) -> Self {
+        Coordinator {
+            config,
+            groups: RefCell::new(HashMap::new()),
+            offsets,
+        }
+    }
+
+    /// Runs `f` on the group, creating it (Empty) if `create`.
+    fn with_group<R>(&self, id: &str, create: bool, f: impl FnOnce(&mut Group) -> R) -> Option<R> {
+        let mut groups = self.groups.borrow_mut();
+        if create && !groups.contains_key(id) {
+            groups.insert(id.to_string(), Group::new(id, self.config));
+        }
+        groups.get_mut(id).map(f)
+    }
+
+    /// Whether the group exists: has members, a past generation or committed offsets.
+    fn exists(&self, id: &str) -> bool {
+        self.groups.borrow().contains_key(id) || !self.offsets.fetch_all(id).is_empty()
+    }
+
+    /// Answers one request for a group owned by this shard.
+    pub async fn handle(&self, req: GroupRequest) -> GroupReply {
+        let now = Instant::now();
+        match req {
+            GroupRequest::Join(g, r) => {
+                if g.is_empty() {
+                    return GroupReply::Join(JoinResponse::failed(
+                        KelpError::InvalidGroupId,
+                        r.member_id,
+                    ));
+                }
+                let member_id = r.member_id.clone();
+                let pending = self
+                    .with_group(&g, true, |grp| grp.join(r, now))
+                    .expect("created");
+                GroupReply::Join(match pending {
+                    Pending::Ready(resp) => resp,
+                    Pending::Wait(rx) => rx.await.unwrap_or_else(|_| {
+                        JoinResponse::failed(KelpError::RebalanceInProgress, member_id)
+                    }),
+                })
+            }
+            GroupRequest::Sync(g, r) => {
+                let pending = self.with_group(&g, false, |grp| grp.sync(r, now));
+                GroupReply::Sync(match pending {
+                    None => SyncResponse::failed(KelpError::UnknownMemberId),
+                    Some(Pending::Ready(resp)) => resp,
+                    Some(Pending::Wait(rx)) => rx
+                        .await
+                        .unwrap_or_else(|_| SyncResponse::failed(KelpError::RebalanceInProgress)),
+                })
+            }
+            GroupRequest::Heartbeat(g, r) => GroupReply::Heartbeat(
+                self.with_group(&g, false, |grp| grp.heartbeat(&r, now))
+                    .unwrap_or(Err(KelpError::UnknownMemberId)),
+            ),
+            GroupRequest::Leave(g, members) => GroupReply::Leave(
+                self.with_group(&g, false, |grp| grp.leave(&members, now))
+                    .unwrap_or_else(|| {
+                        Ok(members
+                            .iter()
+                            .map(|_| Err(KelpError::UnknownMemberId))
+                            .collect())
+                    }),
+            ),
+            GroupRequest::Describe(g) => GroupReply::Describe(Ok(self
+                .with_group(&g, false, |grp| grp.describe())
+                .unwrap_or_else(|| super::messages::GroupDescription {
+                    state: if self.exists(&g) {
+                        GroupState::Empty
+                    } else {
+                        GroupState::Dead
+                    },
+                    protocol_type: String::new(),
+                    protocol: String::new(),
+                    members: Vec::new(),
+                }))),
+            GroupRequest::List => GroupReply::List(self.list()),
+            GroupRequest::Delete(g) => GroupReply::Delete(self.delete(&g).await),
+            GroupRequest::Commit(g, r) => GroupReply::Commit(self.commit(&g, r).await),
+            GroupRequest::Fetch(g, r) => GroupReply::Fetch(Ok(self.fetch(&g, r))),
+            GroupRequest::DeleteOffsets(g, parts) => {
+                GroupReply::DeleteOffsets(self.delete_offsets(&g, parts).await)
+            }
+        }
+    }
+
+    /// Every group on this shard, including groups that only have committed offsets.
+    pub fn list(&self) -> Vec<GroupListing> {
+        let groups = self.groups.borrow();
+        let mut out: Vec<GroupListing> = groups
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .map(|g| GroupListing {
+                group_id: g.id.clone(),
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                state: g.state,
+            })
+            .collect();
+        for id in self.offsets.groups() {
+            if !groups.contains_key(&id) {
+                out.push(GroupListing {
+                    group_id: id,
+                    protocol_type: String::new(),
+                    state: GroupState::Empty,
+                });
+            }
+        }
+        out
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), KelpError> {
+        if !self.exists(id) {
+            return Err(KelpError::GroupIdNotFound);
+        }
+        let non_empty = self
+            .with_group(id, false, |g| !g.is_empty())
+            .unwrap_or(false);
+        if non_empty {
+            return Err(KelpError::NonEmptyGroup);
+        }
+        if let Some(mut g) = self.groups.borrow_mut().remove(id) {
+            g.kill();
+        }
+        self.offsets.delete_group(id).await
+    }
+
+    async fn commit(&self, id: &str, r: CommitRequest) -> Result<PartitionResults, KelpError> {
+        if id.is_empty() {
+            return Err(KelpError::InvalidGroupId);
+        }
+        let simple = r.generation_id < 0 && r.member_id.is_empty() && r.instance_id.is_none();
+        // A simple commit creates the group (Empty); a member commit needs the group to exist.
+        self.with_group(id, simple, |g| {
+            g.check_commit(&r.member_id, r.instance_id.as_deref(), r.generation_id)
+        })
+        .unwrap_or(Err(KelpError::IllegalGeneration))?;
+        let mut results = Vec::with_capacity(r.offsets.len());
+        let mut accepted = Vec::with_capacity(r.offsets.len());
+        for (tp, off) in r.offsets {
+            if off.metadata.len() > MAX_METADATA_BYTES {
+                results.push((
+                    tp,
+                    Err(KelpError::OffsetMetadataTooLarge(off.metadata.len())),
+                ));
+            } else {
+                results.push((tp.clone(), Ok(())));
+                accepted.push((tp, off));
+            }
+        }
+        if !accepted.is_empty() {
+            if let Err(e) = self.offsets.commit(id, accepted).await {
+                for (_, res) in results.iter_mut() {
+                    if res.is_ok() {
+                        *res = Err(e.clone());
+                    }
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    fn fetch(
+        &self,
+        id: &str,
+        r: FetchRequest,
+    ) -> Vec<(TopicPartition, Option<super::offsets::CommittedOffset>)> {
+        match r.partitions {
+            Some(parts) => parts
+                .into_iter()
+                .map(|tp| {
+                    let off = self.offsets.fetch(id, &tp);
+                    (tp, off)
+                })
+                .collect(),
+            None => self
+                .offsets
+                .fetch_all(id)
+                .into_iter()
+                .map(|(tp, o)| (tp, Some(o)))
+                .collect(),
+        }
+    }
+
+    async fn delete_offsets(
+        &self,
+        id: &str,
+        parts: Vec<TopicPartition>,
+    ) -> Result<PartitionResults, KelpError> {
+        if !self.exists(id) {
+            return Err(KelpError::GroupIdNotFound);
+        }
+        // Offsets of topics the members still consume cannot go (Kafka's OffsetDelete rule).
+        let subscribed = self
+            .with_group(id, false, |g| {
+                if g.is_empty() {
+                    None
+                } else {
+                    Some(g.subscribed_topics())
+                }
+            })
+            .flatten();
+        let mut results = Vec::with_capacity(parts.len());
+        let mut deletable = Vec::new();
+        for tp in parts {
+            match &subscribed {
+                Some(topics) if topics.contains(&tp.0) => {
+                    results.push((tp, Err(KelpError::GroupSubscribedToTopic)))
+                }
+                _ => {
+                    deletable.push(tp.clone());
+                    results.push((tp, Ok(())));
+                }
+            }
+        }
+        if !deletable.is_empty() {
+            self.offsets.delete(id, &deletable).await?;
+        }
+        Ok(results)
+    }
+
+    /// Runs every group's timers; called periodically by the shard.
+    pub fn tick(&self, now: Instant) {
+        let mut groups = self.groups.borrow_mut();
+        for g in groups.values_mut() {
+            g.tick(now);
+        }
+    }
+}
