@@ -21,6 +21,16 @@ STORAGE = os.environ.get("KELP_STORAGE", "memory")
 REBALANCE_DELAY_MS = 300
 
 
+def require(ok, what):
+    """Skips a test whose client is missing, or fails it under scripts/test.sh
+    (KELP_REQUIRE_CLIENTS=1), where every client must be installed."""
+    if ok:
+        return
+    if os.environ.get("KELP_REQUIRE_CLIENTS") == "1":
+        pytest.fail(f"missing test dependency: {what} (scripts/install-deps.sh)")
+    pytest.skip(f"missing test dependency: {what}")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -57,7 +67,7 @@ class Broker:
 
     def start(self):
         if not KELP.exists():
-            pytest.skip(f"{KELP} not built (cargo build --release)")
+            pytest.fail(f"{KELP} not built (cargo build --release)")
         args = [
             str(KELP),
             "--listen", f"127.0.0.1:{self.port}",

@@ -10,13 +10,14 @@ import uuid
 
 import pytest
 
+from conftest import require
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CACHE = pathlib.Path.home() / ".cache/kelp"
 
 
 def test_franz_go_group(broker, tmp_path):
-    if shutil.which("go") is None:
-        pytest.skip("no go toolchain")
+    require(shutil.which("go") is not None, "go toolchain")
     env = dict(os.environ, GOMODCACHE=str(CACHE / "gomod"), GOFLAGS="-mod=mod")
     binary = tmp_path / "groupcheck"
     build = subprocess.run(

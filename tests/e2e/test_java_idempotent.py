@@ -10,16 +10,16 @@ import uuid
 
 import pytest
 
+from conftest import require
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 JARS = pathlib.Path(os.environ.get("KELP_JARS", pathlib.Path.home() / ".cache/kelp/jars/clients"))
 
 
 def test_java_default_producer_exactly_once_in_order(broker):
-    if shutil.which("java") is None:
-        pytest.skip("no java")
+    require(shutil.which("java") is not None, "java")
     jars = glob.glob(str(JARS / "*.jar"))
-    if not any("kafka-clients-4" in j for j in jars):
-        pytest.skip(f"kafka-clients 4.x jars not in {JARS} (scripts/install-deps.sh)")
+    require(any("kafka-clients-4" in j for j in jars), f"kafka-clients 4.x jars in {JARS}")
     topic = f"t-{uuid.uuid4().hex[:8]}"
     n = 5000
     out = subprocess.run(

@@ -8,12 +8,13 @@ import uuid
 
 import pytest
 
+from conftest import require
+
 NODE_DIR = pathlib.Path(__file__).resolve().parents[2] / "tests/node"
 
 
 def test_kafkajs_group(broker):
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("no node/npm")
+    require(shutil.which("node") is not None and shutil.which("npm") is not None, "node/npm")
     if not (NODE_DIR / "node_modules/kafkajs").exists():
         r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR,
                            capture_output=True, text=True, timeout=300)
