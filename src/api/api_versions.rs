@@ -24,23 +24,56 @@ fn response(error_code: i16) -> ApiVersionsResponse {
     r
 }
 
+/// Kafka's rule for client_software_name/version (KIP-511):
+/// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`.
+fn valid_software_field(s: &str) -> bool {
+    let b = s.as_bytes();
+    let edge = |c: &u8| c.is_ascii_alphanumeric();
+    match (b.first(), b.last()) {
+        (Some(first), Some(last)) => {
+            edge(first)
+                && edge(last)
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.')
+        }
+        _ => false,
+    }
+}
+
 /// Answers a supported ApiVersions request.
 pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
     let req: ApiVersionsRequest = ctx.decode(body)?;
-    tracing::debug!(
-        client = %req.client_software_name.as_str(),
-        version = %req.client_software_version.as_str(),
-        "api versions"
+    let (name, version) = (
+        req.client_software_name.as_str(),
+        req.client_software_version.as_str(),
     );
+    tracing::debug!(client = %name, version = %version, "api versions");
+    if ctx.header.api_version >= 3 && !(valid_software_field(name) && valid_software_field(version))
+    {
+        // As Kafka: INVALID_REQUEST, connection kept open so the client can retry.
+        let mut r = ApiVersionsResponse::default();
+        r.error_code = code::INVALID_REQUEST;
+        return encoded(Response::encode(&ctx.header, &r));
+    }
     encoded(Response::encode(&ctx.header, &response(code::NONE)))
 }
 
 /// Answers an ApiVersions request of a version Kelp does not know: a v0 response carrying
-/// UNSUPPORTED_VERSION and the table, so the client can pick a version and retry.
+/// UNSUPPORTED_VERSION and the ApiVersions range, so the client can pick a version and retry.
 pub fn unsupported(ctx: &RequestContext) -> Result<Response, ConnectionError> {
-    encoded(Response::encode_at(
-        &ctx.header,
-        &response(code::UNSUPPORTED_VERSION),
-        0,
-    ))
+    // Like Kafka 4, list only ApiVersions itself: enough to pick a version to retry with.
+    let mut r = response(code::UNSUPPORTED_VERSION);
+    r.api_keys.retain(|a| a.api_key == ctx.header.api_key);
+    encoded(Response::encode_at(&ctx.header, &r, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_software_field as ok;
+
+    #[test]
+    fn client_software_fields() {
+        assert!(ok("apache-kafka-java") && ok("4.0.0") && ok("librdkafka") && ok("a"));
+        assert!(!ok("") && !ok("bad name!") && !ok("-x") && !ok("x.") && !ok("x_y"));
+    }
 }

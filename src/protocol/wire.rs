@@ -124,9 +124,12 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Array length (classic int32 or compact); null arrays read as empty.
+    /// Length of a non-nullable array (classic int32 or compact); null or negative is an
+    /// error, as in Kafka's generated readers.
     pub fn array_len(&mut self, compact: bool) -> Result<usize, WireError> {
-        let n = self.len_prefix(compact, true)?.unwrap_or(0);
+        let n = self
+            .len_prefix(compact, true)?
+            .ok_or(WireError("null array"))?;
         // Every element takes at least one byte; rejects absurd counts before allocating.
         if n > self.remaining() {
             return Err(WireError("array length"));
@@ -209,11 +212,13 @@ mod tests {
         assert!(Reader::new(&[0x7f, 0xff, 0xff, 0xff])
             .array_len(false)
             .is_err());
-        assert_eq!(
-            Reader::new(&[0xff, 0xff, 0xff, 0xff])
-                .array_len(false)
-                .unwrap(),
-            0
+        assert!(Reader::new(&[0xff, 0xff, 0xff, 0xfb])
+            .array_len(false)
+            .is_err());
+        assert!(
+            Reader::new(&[0]).array_len(true).is_err(),
+            "null compact array"
         );
+        assert_eq!(Reader::new(&[0, 0, 0, 0]).array_len(false).unwrap(), 0);
     }
 }

@@ -127,8 +127,10 @@ impl ValidatedBatches {
         }
         while pos < buf.len() {
             let rest = &buf[pos..];
+            // Kafka's batch iterator stops at an incomplete batch; a request whose records hold
+            // one is answered as having no valid batch: INVALID_RECORD.
             if rest.len() < LOG_OVERHEAD + 5 {
-                return Err(KelpError::CorruptMessage("truncated record batch"));
+                return Err(KelpError::InvalidRecord("truncated record batch"));
             }
             let magic = rest[OFF_MAGIC] as i8;
             if magic != 2 {
@@ -142,7 +144,7 @@ impl ValidatedBatches {
             }
             let total = h.total_len();
             if total > rest.len() {
-                return Err(KelpError::CorruptMessage(
+                return Err(KelpError::InvalidRecord(
                     "record batch length exceeds the data",
                 ));
             }
