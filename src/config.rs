@@ -38,8 +38,8 @@ pub struct Config {
     pub advertised_port: Option<u16>,
 
     /// Shard cores, as a list and/or ranges ("0-3", "0,2,4-5"); default: every online core.
-    #[arg(long, value_parser = parse_cores)]
-    pub cores: Option<Vec<usize>>,
+    #[arg(long, value_parser = parse_core_list)]
+    pub cores: Option<CoreList>,
 
     /// Directory for broker data (metadata, logs).
     #[arg(long, default_value = "./kelp-data")]
@@ -98,6 +98,10 @@ pub struct Config {
     #[arg(long, default_value_t = 1_800_000)]
     pub group_max_session_timeout_ms: i32,
 
+    /// Serve Prometheus metrics (per-core counters and latencies) at http://ADDR/metrics.
+    #[arg(long)]
+    pub metrics_addr: Option<SocketAddr>,
+
     /// Log filter (tracing env-filter syntax), e.g. "info" or "kelp=debug".
     #[arg(long, default_value = "info")]
     pub log_level: String,
@@ -117,6 +121,15 @@ impl Config {
     pub fn advertised_port(&self) -> i32 {
         i32::from(self.advertised_port.unwrap_or(self.listen.port()))
     }
+}
+
+/// A parsed `--cores` value. A newtype, because clap reads a bare `Vec` field as a
+/// repeated flag rather than one value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoreList(pub Vec<usize>);
+
+fn parse_core_list(s: &str) -> Result<CoreList, String> {
+    parse_cores(s).map(CoreList)
 }
 
 /// Parses "0-3,5,7-8" into a sorted, de-duplicated core list.
@@ -154,5 +167,13 @@ mod tests {
         assert!(parse_cores("3-1").is_err());
         assert!(parse_cores("x").is_err());
         assert!(parse_cores("").is_err());
+    }
+
+    #[test]
+    fn cores_flag_through_clap() {
+        let c = Config::try_parse_from(["kelp", "--cores", "0-1,3"]).unwrap();
+        assert_eq!(c.cores, Some(CoreList(vec![0, 1, 3])));
+        assert!(Config::try_parse_from(["kelp", "--cores", "2-1"]).is_err());
+        assert_eq!(Config::try_parse_from(["kelp"]).unwrap().cores, None);
     }
 }

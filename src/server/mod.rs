@@ -15,6 +15,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::cluster::Cluster;
 use crate::config::Config;
+use crate::metrics::{self, Registry};
 use crate::shard::{Shard, ShardMsg};
 
 /// Capacity of each shard-to-shard channel.
@@ -28,7 +29,7 @@ pub fn shard_cores(config: &Config) -> anyhow::Result<Vec<usize>> {
     let cores = config
         .cores
         .clone()
-        .unwrap_or_else(|| (0..online).collect());
+        .map_or_else(|| (0..online).collect(), |c| c.0);
     if let Some(bad) = cores.iter().find(|&&c| c >= online) {
         bail!(
             "--cores names core {bad}, but only cores 0-{} are online",
@@ -51,11 +52,18 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     let config = Arc::new(config);
     let cluster = Arc::new(Cluster::new(&config));
     let mesh = MeshBuilder::<ShardMsg, _>::full(cores.len(), MESH_CHANNEL_SIZE);
+    let registry = Arc::new(Registry::default());
+    if let Some(addr) = config.metrics_addr {
+        let bound = metrics::http::spawn(addr, registry.clone())
+            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+        tracing::info!(%bound, "metrics at http://{bound}/metrics");
+    }
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<usize>>();
 
     let mut handles = Vec::with_capacity(cores.len());
     for &core in &cores {
-        let (config, cluster, mesh, ready) = (
+        let (registry, config, cluster, mesh, ready) = (
+            registry.clone(),
             config.clone(),
             cluster.clone(),
             mesh.clone(),
@@ -74,7 +82,8 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                         return;
                     }
                 };
-                let shard = Rc::new(Shard::new(config.clone(), cluster, senders));
+                let shard = Rc::new(Shard::new(config.clone(), cluster, senders, core));
+                registry.register(shard.stats.clone());
                 let listener = match TcpListener::bind(config.listen) {
                     Ok(l) => l,
                     Err(e) => {
