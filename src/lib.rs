@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod group;
+pub mod metrics;
 pub mod partition;
 pub mod protocol;
 pub mod record;

@@ -3,6 +3,8 @@
 //! with a log line; nothing a client sends can take the shard down.
 
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use bytes::BytesMut;
 use futures_lite::AsyncReadExt;
@@ -11,6 +13,8 @@ use glommio::net::{TcpListener, TcpStream};
 use super::writev;
 use crate::api;
 use crate::error::ConnectionError;
+use crate::metrics::Kind;
+use crate::protocol::versions::key;
 use crate::protocol::{frame, RequestHeader};
 use crate::shard::Shard;
 
@@ -41,6 +45,7 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
         let shard = shard.clone();
         glommio::spawn_local(async move {
             shard.connections.set(shard.connections.get() + 1);
+            shard.stats.connections.fetch_add(1, Ordering::Relaxed);
             let peer_rc: Rc<str> = Rc::from(peer.as_str());
             match serve(&shard, stream, peer_rc).await {
                 Ok(()) => tracing::debug!(%peer, "connection closed by client"),
@@ -50,6 +55,7 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
                 Err(e) => tracing::warn!(%peer, shard = shard.id, error = %e, "closing connection"),
             }
             shard.connections.set(shard.connections.get() - 1);
+            shard.stats.connections.fetch_sub(1, Ordering::Relaxed);
         })
         .detach();
     }
@@ -98,7 +104,19 @@ async fn handle_frame(
     peer: &Rc<str>,
     frame: BytesMut,
 ) -> Result<(), ConnectionError> {
+    let started = Instant::now();
     let header = RequestHeader::parse(&frame)?;
+    let kind = match header.api_key {
+        key::PRODUCE => Kind::Produce,
+        key::FETCH => Kind::Fetch,
+        _ => Kind::Other,
+    };
+    if kind == Kind::Produce {
+        shard
+            .stats
+            .produce_bytes
+            .fetch_add(frame.len() as u64, Ordering::Relaxed);
+    }
     tracing::trace!(
         api = header.api_key,
         version = header.api_version,
@@ -107,6 +125,13 @@ async fn handle_frame(
     );
     if let Some(resp) = api::dispatch(shard.clone(), header, peer.clone(), frame).await? {
         writev::write_all(stream, &resp.chunks).await?;
+        if kind == Kind::Fetch {
+            shard
+                .stats
+                .fetch_bytes
+                .fetch_add(resp.len() as u64, Ordering::Relaxed);
+        }
     }
+    shard.stats.record(kind, started.elapsed());
     Ok(())
 }

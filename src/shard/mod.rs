@@ -24,6 +24,7 @@ use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::error::KelpError;
 use crate::group::{Coordinator, GroupConfig, GroupReply, GroupRequest, InMemoryOffsetStore};
+use crate::metrics::ShardStats;
 use crate::partition::Partition;
 use crate::record::ValidatedBatches;
 use ops::WaitItem;
@@ -48,6 +49,8 @@ pub struct Shard {
     pub connections: Cell<usize>,
     /// The consumer groups this shard coordinates.
     pub groups: Coordinator,
+    /// Counters and latencies exported on `--metrics-addr`.
+    pub stats: Arc<ShardStats>,
 }
 
 /// How often group timers (sessions, rebalance delays and timeouts) are checked.
@@ -55,8 +58,14 @@ const GROUP_TICK: Duration = Duration::from_millis(50);
 
 impl Shard {
     /// State for the shard at mesh position `peers.peer_id()`.
-    pub fn new(config: Arc<Config>, cluster: Arc<Cluster>, peers: Senders<ShardMsg>) -> Self {
+    pub fn new(
+        config: Arc<Config>,
+        cluster: Arc<Cluster>,
+        peers: Senders<ShardMsg>,
+        core: usize,
+    ) -> Self {
         Shard {
+            stats: Arc::new(ShardStats::new(peers.peer_id(), core)),
             id: peers.peer_id(),
             count: peers.nr_consumers().max(1),
             config: config.clone(),
@@ -77,6 +86,13 @@ impl Shard {
                 Rc::new(InMemoryOffsetStore::default()),
             ),
         }
+    }
+
+    fn set_cached(&self, bytes: usize) {
+        self.cached_bytes.set(bytes);
+        self.stats
+            .cache_bytes
+            .store(bytes as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Bytes held by this shard's batch caches.
@@ -111,7 +127,7 @@ impl Shard {
             let freed = p.cached_bytes();
             p.wake_all();
             *p = Partition::new(meta.id);
-            self.cached_bytes.set(self.cached_bytes.get() - freed);
+            self.set_cached(self.cached_bytes.get() - freed);
         }
         Ok(f(p))
     }
@@ -131,7 +147,7 @@ impl Shard {
             // A duplicate retry: nothing new is cached, so nothing joins the eviction order.
             return Ok((base, log_start));
         }
-        self.cached_bytes.set(self.cached_bytes.get() + added);
+        self.set_cached(self.cached_bytes.get() + added);
         self.eviction
             .borrow_mut()
             .push_back(((topic.to_string(), partition), added));

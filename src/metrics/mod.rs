@@ -1,0 +1,106 @@
+//! Per-core counters and latency histograms, served as Prometheus text on `--metrics-addr`.
+//!
+//! Each shard owns one [`ShardStats`] and updates it on its own core (relaxed atomics; the
+//! histograms sit behind a mutex only the owner and the occasional scrape take). The
+//! [`Registry`] lists every shard's stats so the HTTP thread in [`http`] can read them while the
+//! broker runs. Nothing here calls into the data path.
+
+pub mod http;
+pub mod render;
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// Request kinds with their own latency histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Produce = 0,
+    Fetch = 1,
+    Other = 2,
+}
+
+impl Kind {
+    /// All kinds, in label order.
+    pub const ALL: [Kind; 3] = [Kind::Produce, Kind::Fetch, Kind::Other];
+
+    /// Label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Produce => "produce",
+            Kind::Fetch => "fetch",
+            Kind::Other => "other",
+        }
+    }
+}
+
+/// Largest latency recorded without clamping: one hour, in microseconds.
+const MAX_LATENCY_US: u64 = 3_600_000_000;
+
+/// One core's counters.
+pub struct ShardStats {
+    pub shard: usize,
+    pub core: usize,
+    pub connections: AtomicI64,
+    pub cache_bytes: AtomicU64,
+    pub produce_bytes: AtomicU64,
+    pub fetch_bytes: AtomicU64,
+    /// Requests per Kind.
+    pub requests: [AtomicU64; 3],
+    /// Latency histograms per Kind, in microseconds.
+    latency: Mutex<Vec<Histogram<u64>>>,
+}
+
+impl ShardStats {
+    /// Zeroed stats for a shard on `core`.
+    pub fn new(shard: usize, core: usize) -> Self {
+        let hist = || Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("static bounds");
+        ShardStats {
+            shard,
+            core,
+            connections: AtomicI64::new(0),
+            cache_bytes: AtomicU64::new(0),
+            produce_bytes: AtomicU64::new(0),
+            fetch_bytes: AtomicU64::new(0),
+            requests: Default::default(),
+            latency: Mutex::new(Kind::ALL.iter().map(|_| hist()).collect()),
+        }
+    }
+
+    /// Records one served request.
+    pub fn record(&self, kind: Kind, elapsed: Duration) {
+        self.requests[kind as usize].fetch_add(1, Ordering::Relaxed);
+        let us = (elapsed.as_micros() as u64).clamp(1, MAX_LATENCY_US);
+        if let Ok(mut h) = self.latency.lock() {
+            h[kind as usize].saturating_record(us);
+        }
+    }
+
+    /// A copy of the latency histograms (for a scrape).
+    pub fn latency_snapshot(&self) -> Vec<Histogram<u64>> {
+        self.latency.lock().map(|h| h.clone()).unwrap_or_default()
+    }
+}
+
+/// Every shard's stats, readable from any thread.
+#[derive(Default)]
+pub struct Registry {
+    shards: Mutex<Vec<Arc<ShardStats>>>,
+}
+
+impl Registry {
+    /// Adds a shard's stats.
+    pub fn register(&self, stats: Arc<ShardStats>) {
+        if let Ok(mut s) = self.shards.lock() {
+            s.push(stats);
+            s.sort_by_key(|x| x.shard);
+        }
+    }
+
+    /// The registered stats, by shard id.
+    pub fn shards(&self) -> Vec<Arc<ShardStats>> {
+        self.shards.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}

@@ -1,0 +1,142 @@
+//! Prometheus text exposition (format 0.0.4) of the registry.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use super::{Kind, Registry};
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Renders every metric of every shard.
+pub fn render(reg: &Registry) -> String {
+    let shards = reg.shards();
+    let mut out = String::with_capacity(4096);
+    let labels = |s: &super::ShardStats| format!("shard=\"{}\",core=\"{}\"", s.shard, s.core);
+
+    header(
+        &mut out,
+        "kelp_connections",
+        "gauge",
+        "Open client connections per core.",
+    );
+    for s in &shards {
+        let _ = writeln!(
+            out,
+            "kelp_connections{{{}}} {}",
+            labels(s),
+            s.connections.load(Ordering::Relaxed)
+        );
+    }
+    header(
+        &mut out,
+        "kelp_cache_bytes",
+        "gauge",
+        "Bytes held by the per-core batch cache.",
+    );
+    for s in &shards {
+        let _ = writeln!(
+            out,
+            "kelp_cache_bytes{{{}}} {}",
+            labels(s),
+            s.cache_bytes.load(Ordering::Relaxed)
+        );
+    }
+    header(
+        &mut out,
+        "kelp_produce_bytes_total",
+        "counter",
+        "Record batch bytes appended by Produce.",
+    );
+    for s in &shards {
+        let _ = writeln!(
+            out,
+            "kelp_produce_bytes_total{{{}}} {}",
+            labels(s),
+            s.produce_bytes.load(Ordering::Relaxed)
+        );
+    }
+    header(
+        &mut out,
+        "kelp_fetch_bytes_total",
+        "counter",
+        "Fetch response bytes written.",
+    );
+    for s in &shards {
+        let _ = writeln!(
+            out,
+            "kelp_fetch_bytes_total{{{}}} {}",
+            labels(s),
+            s.fetch_bytes.load(Ordering::Relaxed)
+        );
+    }
+    header(
+        &mut out,
+        "kelp_requests_total",
+        "counter",
+        "Requests served, by kind.",
+    );
+    for s in &shards {
+        for k in Kind::ALL {
+            let _ = writeln!(
+                out,
+                "kelp_requests_total{{{},kind=\"{}\"}} {}",
+                labels(s),
+                k.label(),
+                s.requests[k as usize].load(Ordering::Relaxed)
+            );
+        }
+    }
+    header(
+        &mut out,
+        "kelp_request_latency_seconds",
+        "summary",
+        "Request latency from frame read to response written, by kind.",
+    );
+    for s in &shards {
+        let hists = s.latency_snapshot();
+        for (k, h) in Kind::ALL.iter().zip(hists.iter()) {
+            let l = format!("{},kind=\"{}\"", labels(s), k.label());
+            for q in [0.5, 0.99, 0.999] {
+                let v = if h.is_empty() {
+                    0.0
+                } else {
+                    h.value_at_quantile(q) as f64 / 1e6
+                };
+                let _ = writeln!(
+                    out,
+                    "kelp_request_latency_seconds{{{l},quantile=\"{q}\"}} {v}"
+                );
+            }
+            let sum = h.mean() * h.len() as f64 / 1e6;
+            let _ = writeln!(out, "kelp_request_latency_seconds_sum{{{l}}} {sum}");
+            let _ = writeln!(out, "kelp_request_latency_seconds_count{{{l}}} {}", h.len());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::ShardStats;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn renders_every_family() {
+        let reg = Registry::default();
+        let s = Arc::new(ShardStats::new(0, 3));
+        s.record(Kind::Produce, Duration::from_micros(250));
+        s.produce_bytes.fetch_add(100, Ordering::Relaxed);
+        reg.register(s);
+        let text = render(&reg);
+        assert!(text.contains("kelp_produce_bytes_total{shard=\"0\",core=\"3\"} 100"));
+        assert!(text.contains("kelp_requests_total{shard=\"0\",core=\"3\",kind=\"produce\"} 1"));
+        assert!(text.contains(
+            "kelp_request_latency_seconds_count{shard=\"0\",core=\"3\",kind=\"produce\"} 1"
+        ));
+    }
+}
