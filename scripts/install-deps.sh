@@ -1,42 +1,90 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs, each step skipped when already done:
-#   - Debian's kcat (librdkafka 2.0.2: the old, strict ApiVersions client the tests keep);
-#   - Python clients: confluent-kafka (librdkafka), kafka-python with its codec packages, pytest;
-#   - the Java client kafka-clients 4.x and its runtime jars (Maven Central, cached in ~/.m2);
+# Installs what the test suite (and scripts/kafka.sh) needs, each step skipped when already done:
+#   - Debian's kcat (1.7.1 on librdkafka 2.0.2: the old, strict ApiVersions client the tests keep);
+#   - Python: confluent-kafka (librdkafka), kafka-python with its codec packages, pytest,
+#     prometheus-client;
+#   - Java: kafka-clients $KAFKA_VERSION and its runtime jars -> $CACHE/jars/clients;
+#   - Java: the full Apache Kafka broker (kafka_2.13, kafka-server, kafka-tools, same version)
+#     -> $CACHE/jars/kafka, for scripts/kafka.sh and the perf comparisons;
 #   - kafkajs (npm ci from tests/node/package-lock.json) and franz-go modules (Go proxy).
-# Caches live under ${KELP_CACHE:-$HOME/.cache/kelp}.
+# Maven reuses ~/.m2. Caches live under ${KELP_CACHE:-$HOME/.cache/kelp}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${KELP_CACHE:-$HOME/.cache/kelp}"
+KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
 mkdir -p "$CACHE"
 log() { echo "install-deps: $*"; }
 
-if ! command -v kcat >/dev/null 2>&1; then
-  log "apt: kcat"
+# --- kcat (apt) -------------------------------------------------------------------------------
+if command -v kcat >/dev/null 2>&1; then
+  log "kcat: present ($(kcat -V 2>&1 | grep -o 'Version [0-9.]* ([^)]*librdkafka [0-9.]*' | sed 's/ (.*librdkafka/, librdkafka/'))"
+else
+  log "apt: installing kcat"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
 fi
 
-PY_PKGS=(confluent-kafka==2.16.1 kafka-python==3.0.12 pytest lz4 zstandard python-snappy prometheus-client)
-if ! python3 -c "import confluent_kafka, kafka, pytest, lz4, zstandard, snappy, prometheus_client" 2>/dev/null; then
-  log "pip: ${PY_PKGS[*]}"
+# --- Python packages (pip) --------------------------------------------------------------------
+PY_PKGS=(confluent-kafka==2.16.1 kafka-python==3.0.12 pytest==9.2.0 prometheus-client==0.26.0
+         lz4==4.4.5 zstandard==0.25.0 python-snappy==0.7.3 cramjam==2.14.0)
+if python3 -c "import confluent_kafka, kafka, pytest, lz4.frame, zstandard, snappy, cramjam, prometheus_client" 2>/dev/null; then
+  log "pip: clients present (confluent-kafka $(python3 -c 'import confluent_kafka as c; print(c.version(), "on librdkafka", c.libversion()[0])'), kafka-python $(python3 -c 'import kafka; print(kafka.__version__)'))"
+else
+  log "pip: installing ${PY_PKGS[*]}"
   python3 -m pip install -q --disable-pip-version-check "${PY_PKGS[@]}"
 fi
 
-JARS="$CACHE/jars/clients"
-if ! ls "$JARS"/kafka-clients-4*.jar >/dev/null 2>&1; then
-  log "maven: kafka-clients -> $JARS"
-  mkdir -p "$JARS"
-  mvn -q -B -f scripts/maven/clients-pom.xml dependency:copy-dependencies \
-    -DoutputDirectory="$JARS" -DincludeScope=runtime
+# --- Java jars (Maven Central) ----------------------------------------------------------------
+# copy_jars POM DIR WHAT JAR...: skipped when every JAR (a file name at KAFKA_VERSION) is in DIR;
+# otherwise resolves POM's runtime dependencies at KAFKA_VERSION and syncs DIR to exactly that set
+# of jars (a stale version left on a 'DIR/*' class path would be a silent mess). DIR itself stays,
+# so a broker running from it keeps its open jars; perf/install.sh fills the same kafka dir.
+copy_jars() {
+  local pom="$1" dir="$2" what="$3"
+  shift 3
+  local missing=0 j
+  for j in "$@"; do
+    [ -f "$dir/$j" ] || missing=1
+  done
+  if [ "$missing" = 0 ]; then
+    log "maven: $what $KAFKA_VERSION present in $dir"
+    return
+  fi
+  if ! command -v mvn >/dev/null 2>&1; then
+    log "mvn not found: apt-get install maven (needed for $what)" >&2
+    return 1
+  fi
+  log "maven: $what $KAFKA_VERSION -> $dir"
+  local tmp="$dir.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$tmp" "$dir"
+  mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies -Dkafka.version="$KAFKA_VERSION" \
+    -DoutputDirectory="$tmp" -DincludeScope=runtime </dev/null 2>&1 | sed 's/\x1b\[[0-9;]*m//g'
+  for j in "$dir"/*.jar; do
+    [ -e "$j" ] || continue
+    [ -f "$tmp/$(basename "$j")" ] || rm -f "$j"
+  done
+  cp -p "$tmp"/*.jar "$dir"/
+  rm -rf "$tmp"
+  log "maven: $(ls "$dir"/*.jar | wc -l) jars in $dir"
+}
+copy_jars scripts/maven/clients-pom.xml "$CACHE/jars/clients" "kafka-clients" \
+  "kafka-clients-$KAFKA_VERSION.jar"
+copy_jars scripts/maven/kafka-pom.xml "$CACHE/jars/kafka" "Apache Kafka broker" \
+  "kafka_2.13-$KAFKA_VERSION.jar" "kafka-server-$KAFKA_VERSION.jar" "kafka-tools-$KAFKA_VERSION.jar" \
+  "kafka-clients-$KAFKA_VERSION.jar" log4j-slf4j-impl-2.24.3.jar
+
+# --- Node and Go clients ----------------------------------------------------------------------
+if command -v npm >/dev/null 2>&1 && [ -d tests/node ]; then
+  if [ -d tests/node/node_modules/kafkajs ]; then
+    log "npm: kafkajs present"
+  else
+    log "npm: kafkajs (tests/node)"
+    (cd tests/node && npm ci --no-audit --no-fund --silent)
+  fi
 fi
 
-if command -v npm >/dev/null 2>&1 && [ ! -d tests/node/node_modules/kafkajs ]; then
-  log "npm: kafkajs (tests/node)"
-  (cd tests/node && npm ci --no-audit --no-fund --silent)
-fi
-
-if command -v go >/dev/null 2>&1; then
+if command -v go >/dev/null 2>&1 && [ -d tests/go ]; then
   log "go: franz-go modules (tests/go)"
   (cd tests/go && GOMODCACHE="$CACHE/gomod" GOFLAGS=-mod=mod go mod download)
 fi

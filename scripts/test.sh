@@ -1,15 +1,43 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): installs test dependencies, checks formatting
 # and lints, runs the Rust unit tests, then the end-to-end suite with real Kafka clients
-# against a freshly built broker.
+# against a freshly built broker. Exits non-zero if any step fails.
+#
+# The e2e suite alone, against the built Kelp:   python3 -m pytest -v tests/e2e
+# ... or against a real Apache Kafka 4.x (how its assertions are validated):
+#   scripts/kafka.sh start 19092 && KELP_BOOTSTRAP=127.0.0.1:19092 python3 -m pytest -v tests/e2e
+#   scripts/kafka.sh stop 19092
 set -euo pipefail
 cd "$(dirname "$0")/.."
+step() { echo; echo "=== test.sh: $*"; }
+
+step "install-deps"
 scripts/install-deps.sh
 # glommio registers io memory with io_uring, which counts against locked memory.
-ulimit -l unlimited 2>/dev/null || true
+ulimit -l unlimited 2>/dev/null || echo "test.sh: could not raise ulimit -l (now $(ulimit -l))"
 export KELP_REQUIRE_CLIENTS=1   # a missing client fails its test instead of skipping it
+
+step "cargo fmt --check"
 cargo fmt --check
+step "cargo clippy"
 cargo clippy --release --all-targets --locked -- -D warnings
+step "cargo build --release"
 cargo build --release --locked
+step "cargo test --release"
 cargo test --release --locked
-python3 -m pytest -v -p no:cacheprovider tests/e2e
+
+if [ -n "${KELP_BOOTSTRAP:-}" ]; then
+  step "e2e against KELP_BOOTSTRAP=$KELP_BOOTSTRAP (not the freshly built binary)"
+else
+  step "e2e against target/release/kelp"
+fi
+rc=0
+python3 -m pytest -v -p no:cacheprovider tests/e2e || rc=$?
+if [ "$rc" -eq 5 ]; then
+  echo "test.sh: pytest collected no tests (exit 5): failing" >&2
+  exit 1
+elif [ "$rc" -ne 0 ]; then
+  echo "test.sh: e2e suite failed (pytest exit $rc)" >&2
+  exit "$rc"
+fi
+echo "test.sh: all passed"

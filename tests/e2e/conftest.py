@@ -1,8 +1,20 @@
-"""Minimal broker fixture for the group/idempotence end-to-end tests.
+"""Broker fixtures of the end-to-end suite.
 
-Stand-in until the shared tests/e2e/conftest.py lands on main: starts target/release/kelp on a
-free 127.0.0.1 port with in-memory storage and a short initial rebalance delay, waits for the
-port, and stops it by PID afterwards.
+The broker under test is either
+  * an external one, when KELP_BOOTSTRAP=host:port is set: e.g. a real Apache Kafka started with
+    `scripts/kafka.sh start 19092` (that is how the assertions of this suite are validated), or a
+    Kelp started by hand; or
+  * the Kelp binary ${KELP_BIN:-target/release/kelp}, started once per session on a free
+    127.0.0.1 port with in-memory storage, a temp data dir and a short initial rebalance delay
+    (`--cores 0-1` when the machine has two cores or more; KELP_CORES overrides, KELP_CORES=none
+    passes none), and stopped by
+    PID at the end. If it dies, the next test starts a new one (and the test that saw it die
+    fails in teardown). A failing test gets the broker log lines written during it printed in
+    its report.
+
+Tests take the function-scoped `broker` fixture: `.bootstrap` ("host:port"), `.storage`,
+`.restart()` (keeps data dir and port; skips the test on an external broker).
+Every test uses its own fresh topic and group names, so tests do not depend on each other.
 """
 
 import os
@@ -18,7 +30,9 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KELP = pathlib.Path(os.environ.get("KELP_BIN", ROOT / "target" / "release" / "kelp"))
 STORAGE = os.environ.get("KELP_STORAGE", "memory")
+EXTERNAL = os.environ.get("KELP_BOOTSTRAP", "").strip()
 REBALANCE_DELAY_MS = 300
+LOG_TAIL_BYTES = 20000
 
 
 def require(ok, what):
@@ -50,24 +64,35 @@ def wait_port(port, proc, timeout=15.0):
     raise RuntimeError(f"kelp did not listen on {port} within {timeout}s")
 
 
+def default_cores():
+    """--cores for the broker: KELP_CORES if set ("none": pass no --cores), else 0-1 on a
+    machine with two cores or more."""
+    if os.environ.get("KELP_CORES"):
+        v = os.environ["KELP_CORES"].strip()
+        return None if v == "none" else v
+    n = os.cpu_count() or 1
+    return "0-1" if n >= 2 else None
+
+
 class Broker:
-    """A running kelp process; restart() keeps the data dir (and port)."""
+    """A kelp process this suite runs; restart() keeps the data dir (and port)."""
+
+    external = False
 
     def __init__(self, data_dir, extra_args=()):
         self.data_dir = data_dir
         self.port = free_port()
         self.extra_args = list(extra_args)
         self.proc = None
-        self.log = open(os.path.join(data_dir, "kelp.log"), "ab")
+        self.log_path = os.path.join(data_dir, "kelp.log")
+        self.log = open(self.log_path, "ab")
         self.storage = STORAGE
 
     @property
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
-    def start(self):
-        if not KELP.exists():
-            pytest.fail(f"{KELP} not built (cargo build --release)")
+    def args(self):
         args = [
             str(KELP),
             "--listen", f"127.0.0.1:{self.port}",
@@ -76,9 +101,27 @@ class Broker:
             "--data-dir", self.data_dir,
             "--group-initial-rebalance-delay-ms", str(REBALANCE_DELAY_MS),
             "--default-partitions", "1",
-        ] + self.extra_args
+        ]
+        cores = default_cores()
+        if cores:
+            args += ["--cores", cores]
+        return args + self.extra_args
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self):
+        if not KELP.exists():
+            pytest.fail(f"{KELP} not built (cargo build --release)")
+        args = self.args()
+        self.log.write(f"\n=== e2e: starting {' '.join(args)}\n".encode())
+        self.log.flush()
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
-        wait_port(self.port, self.proc)
+        try:
+            wait_port(self.port, self.proc)
+        except RuntimeError as e:
+            self.stop()
+            pytest.fail(f"{e}\n--- kelp log ---\n{self.log_tail()}")
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -94,9 +137,54 @@ class Broker:
         self.stop()
         self.start()
 
+    def log_size(self):
+        self.log.flush()
+        return os.path.getsize(self.log_path)
 
-@pytest.fixture
-def broker():
+    def log_tail(self, since=0):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            f.seek(max(since, self.log_size() - LOG_TAIL_BYTES))
+            return f.read().decode(errors="replace")
+
+
+class ExternalBroker:
+    """The broker named by KELP_BOOTSTRAP; the suite neither starts nor stops it."""
+
+    external = True
+    storage = "external"
+    proc = None
+
+    def __init__(self, bootstrap):
+        self.bootstrap = bootstrap
+        host, _, port = bootstrap.rpartition(":")
+        self.host, self.port = host, int(port)
+
+    def alive(self):
+        return True
+
+    def restart(self):
+        pytest.skip("KELP_BOOTSTRAP: the suite cannot restart an external broker")
+
+    def log_size(self):
+        return 0
+
+    def log_tail(self, since=0):
+        return ""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
+@pytest.fixture(scope="session")
+def broker_process():
+    if EXTERNAL:
+        yield ExternalBroker(EXTERNAL)
+        return
     with tempfile.TemporaryDirectory(prefix="kelp-e2e-") as d:
         b = Broker(d)
         b.start()
@@ -105,3 +193,32 @@ def broker():
         finally:
             b.stop()
             b.log.close()
+
+
+@pytest.fixture
+def broker(broker_process, request):
+    b = broker_process
+    if not b.alive():
+        # An earlier test killed it (that test already failed); give this one a fresh broker.
+        b.log.write(b"\n=== e2e: broker was dead before this test; restarting\n")
+        b.start()
+    since = b.log_size()
+    yield b
+    failed = any(
+        getattr(request.node, f"rep_{when}", None) is not None
+        and getattr(request.node, f"rep_{when}").failed
+        for when in ("setup", "call")
+    )
+    died = not b.alive()
+    if (failed or died) and not b.external:
+        print(f"--- kelp log during {request.node.name} ({b.log_path}) ---")
+        print(b.log_tail(since) or "(nothing logged)")
+    if died:
+        code = b.proc.returncode if b.proc else None
+        pytest.fail(f"kelp exited during {request.node.name} (exit {code})")
+
+
+def pytest_configure(config):
+    # kafka-python 3 loads its protocol schemas with the deprecated importlib.resources calls.
+    config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
+    config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")

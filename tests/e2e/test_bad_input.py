@@ -1,0 +1,505 @@
+"""Bad-input handling at the Kafka wire level, asserted exactly as Apache Kafka 4.x behaves.
+
+Every case talks raw bytes to the broker through tests/e2e/kwire.py and ends by
+checking that the broker is still alive: a fresh connection gets a valid
+ApiVersions v0 answer.
+
+Where Kafka closes the connection rather than answering, the test asserts the
+close (EOF or reset, with no response bytes at all) -- see the comment of each case.
+The behaviours were checked against a real Apache Kafka 4.x broker
+(scripts/kafka.sh start 19092; KELP_BOOTSTRAP=127.0.0.1:19092 pytest tests/e2e/test_bad_input.py).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import sys
+import time
+import uuid
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import kwire  # noqa: E402
+from kwire import (  # noqa: E402
+    API_VERSIONS,
+    CORRUPT_MESSAGE,
+    CREATE_TOPICS,
+    INVALID_RECORD,
+    INVALID_REQUEST,
+    INVALID_REQUIRED_ACKS,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_VERSION,
+    Conn,
+)
+
+TIMEOUT = 5.0
+
+
+# ---------------------------------------------------------------------------
+# Fixtures
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bootstrap(request) -> str:
+    """host:port of the broker under test.
+
+    KELP_BOOTSTRAP wins (so the module can be pointed at a real Apache Kafka, e.g.
+    KELP_BOOTSTRAP=127.0.0.1:19092 after scripts/kafka.sh start 19092); otherwise the
+    `broker` fixture of conftest.py starts a fresh target/release/kelp for each test."""
+    env = os.environ.get("KELP_BOOTSTRAP")
+    if env:
+        return env
+    try:
+        broker = request.getfixturevalue("broker")
+    except pytest.FixtureLookupError:
+        pytest.fail("no broker: set KELP_BOOTSTRAP=host:port or provide the conftest `broker` fixture")
+    return broker if isinstance(broker, str) else broker.bootstrap
+
+
+def assert_alive(bootstrap: str) -> None:
+    """A fresh connection gets a well-formed ApiVersions v0 answer."""
+    resp = kwire.api_versions(bootstrap, 0, TIMEOUT)
+    assert resp["error_code"] == 0, resp
+    assert API_VERSIONS in resp["apis"], resp
+
+
+def assert_closed_silently(conn: Conn, what: str, timeout: float = TIMEOUT) -> None:
+    """The broker closes the connection and sends no byte before closing."""
+    closed, got = conn.wait_closed(timeout)
+    assert got == b"", f"{what}: broker sent {len(got)} bytes instead of closing: {got[:64].hex()}"
+    assert closed, f"{what}: connection still open after {timeout}s (expected the broker to close it)"
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+    with Conn(bootstrap, TIMEOUT) as c:
+        r = c.roundtrip(CREATE_TOPICS, 4, kwire.create_topics_body_v4([(name, partitions, 1)]))
+        res = kwire.parse_create_topics_v4(r)
+    err, msg = res[name]
+    assert err in (0, kwire.TOPIC_ALREADY_EXISTS), f"CreateTopics {name}: error {err} {msg}"
+    # Wait (bounded) until the partition has a leader and answers ListOffsets.
+    deadline = time.monotonic() + 20
+    last = None
+    while time.monotonic() < deadline:
+        with Conn(bootstrap, TIMEOUT) as c:
+            md = kwire.parse_metadata(c.roundtrip(METADATA, 4, kwire.metadata_body(4, [name])), 4)
+        t = md["topics"].get(name)
+        last = t
+        if t and t["error_code"] == 0 and len(t["partitions"]) == partitions and all(
+            p["error_code"] == 0 and p["leader"] >= 0 for p in t["partitions"].values()
+        ):
+            try:
+                latest_offset(bootstrap, name, 0)
+                return
+            except AssertionError as e:
+                last = e
+        time.sleep(0.2)
+    pytest.fail(f"topic {name} never became ready: {last}")
+
+
+def latest_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    with Conn(bootstrap, TIMEOUT) as c:
+        r = c.roundtrip(LIST_OFFSETS, 4, kwire.list_offsets_body_v4(topic, partition, kwire.LATEST))
+        res = kwire.parse_list_offsets_v4(r)
+    p = res[(topic, partition)]
+    assert p["error_code"] == 0, f"ListOffsets {topic}-{partition}: {p}"
+    return p["offset"]
+
+
+def produce(bootstrap: str, version: int, topic: str, records: bytes | None, partition: int = 0,
+            acks: int = -1) -> dict:
+    with Conn(bootstrap, TIMEOUT) as c:
+        r = c.roundtrip(PRODUCE, version, kwire.produce_body(version, topic, partition, records, acks))
+        res = kwire.parse_produce(r, version)
+    assert list(res) == [(topic, partition)], f"Produce v{version} answered for {list(res)}"
+    return res[(topic, partition)]
+
+
+@pytest.fixture
+def topic(bootstrap) -> str:
+    name = f"kelp-bad-input-{uuid.uuid4().hex[:10]}"
+    create_topic(bootstrap, name, 1)
+    return name
+
+
+# ---------------------------------------------------------------------------
+# ApiVersions
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_parses(bootstrap, version):
+    # v0-v2: request header v1, empty body. v3+: request header v2 (tagged fields),
+    # compact client_software_name/version + tagged fields; the response header stays v0.
+    with Conn(bootstrap, TIMEOUT) as c:
+        corr = c.send_request(API_VERSIONS, version, kwire.api_versions_body(version), correlation_id=0x5EED0000 + version)
+        got_corr, r = c.recv_response(API_VERSIONS, version)
+        assert got_corr == 0x5EED0000 + version
+        resp = kwire.parse_api_versions(r, version)  # strict: no trailing bytes
+    assert resp["error_code"] == 0, resp
+    apis = resp["apis"]
+    for key in (kwire.PRODUCE, kwire.FETCH, METADATA, API_VERSIONS):
+        assert key in apis, f"api {key} missing from ApiVersions v{version}: {sorted(apis)}"
+    for key, (lo, hi) in apis.items():
+        assert 0 <= lo <= hi, f"api {key}: bad range {lo}..{hi}"
+    # Ranges a Kafka 4 client relies on (KIP-896 minimums, flexible versions present).
+    assert apis[kwire.PRODUCE][0] <= 3 and apis[kwire.PRODUCE][1] >= 9, apis[kwire.PRODUCE]
+    assert apis[kwire.FETCH][0] <= 4 and apis[kwire.FETCH][1] >= 12, apis[kwire.FETCH]
+    assert apis[METADATA][0] == 0 and apis[METADATA][1] >= 9, apis[METADATA]
+    assert apis[API_VERSIONS][0] == 0 and apis[API_VERSIONS][1] >= 3, apis[API_VERSIONS]
+    if version >= 1:
+        assert resp["throttle_time_ms"] == 0
+    # The list must not depend on the request version.
+    assert apis == kwire.api_versions(bootstrap, 0, TIMEOUT)["apis"]
+    assert_alive(bootstrap)
+
+
+def test_api_versions_unsupported_version_kip511(bootstrap):
+    # Kafka (KIP-511): an ApiVersions request of a version it does not know is answered,
+    # not closed: a v0-format response (response header v0) with error_code 35 and an api
+    # list holding the ApiVersions range so the client can retry with a version it supports.
+    # The request header of v99 is v2 (ApiVersions is flexible from v3 on).
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send_request(API_VERSIONS, 99, kwire.api_versions_body(3), correlation_id=0x7A5B3C2D)
+        corr, r = c.recv_response(API_VERSIONS, 0)
+        assert corr == 0x7A5B3C2D
+        resp = kwire.parse_api_versions(r, 0)  # strict v0 layout: error_code + array, nothing else
+        assert resp["error_code"] == UNSUPPORTED_VERSION, resp
+        # Kafka 4.0 lists exactly one entry, ApiVersions itself, with its supported range
+        # (observed: {18: (0, 4)}), and nothing after the array (no throttle_time_ms).
+        advertised = kwire.api_versions(bootstrap, 0, TIMEOUT)["apis"][API_VERSIONS]
+        assert resp["apis"] == {API_VERSIONS: advertised}, resp
+        lo, hi = advertised
+        assert lo == 0 and hi >= 3, resp
+        # Kafka keeps the connection: the client retries on it with a supported version.
+        c.send_request(API_VERSIONS, hi, kwire.api_versions_body(hi), correlation_id=77)
+        corr, r = c.recv_response(API_VERSIONS, hi)
+        assert corr == 77
+        retry = kwire.parse_api_versions(r, hi)
+        assert retry["error_code"] == 0 and API_VERSIONS in retry["apis"]
+    assert_alive(bootstrap)
+
+
+def test_api_versions_v3_invalid_client_software_name(bootstrap):
+    # Kafka validates client_software_name/version against [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?
+    # and answers INVALID_REQUEST (42), keeping the connection open.
+    with Conn(bootstrap, TIMEOUT) as c:
+        r = c.roundtrip(API_VERSIONS, 3, kwire.api_versions_body(3, "bad name!", "1.0"))
+        resp = kwire.parse_api_versions(r, 3)
+        assert resp["error_code"] == INVALID_REQUEST, resp
+        r = c.roundtrip(API_VERSIONS, 3, kwire.api_versions_body(3))
+        assert kwire.parse_api_versions(r, 3)["error_code"] == 0
+    assert_alive(bootstrap)
+
+
+# ---------------------------------------------------------------------------
+# Unsupported versions and unknown api keys
+# ---------------------------------------------------------------------------
+
+
+def test_known_api_unsupported_version_closes(bootstrap):
+    # Kafka: "Received request api key METADATA with version 99 which is not enabled" ->
+    # InvalidRequestException -> the connection is closed, no response is sent.
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send_request(METADATA, 99, kwire.metadata_body(12, None), header_version=2)
+        assert_closed_silently(c, "Metadata v99")
+    assert_alive(bootstrap)
+
+
+def test_produce_below_min_version_closes(bootstrap):
+    # Kafka 4 removed Produce v0-v2 (KIP-896): such a request is not enabled -> close.
+    # (Kafka 4.0 still advertises Produce min 0 in ApiVersions, for old librdkafka, KAFKA-18659,
+    # yet closes the connection on a v2 request: "unsupported version 2".)
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send_request(PRODUCE, 2, kwire.produce_body(3, "x", 0, None)[2:], header_version=1)
+        assert_closed_silently(c, "Produce v2")
+    assert_alive(bootstrap)
+
+
+@pytest.mark.parametrize("api_key", [9999, -1, 32767])
+def test_unknown_api_key_closes(bootstrap, api_key):
+    # Kafka: RequestHeader parsing fails for an unknown api key -> the connection is closed.
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send(kwire.frame(kwire.request_header(api_key, 0, 42, 1) + b"\x00" * 8))
+        assert_closed_silently(c, f"api key {api_key}")
+    assert_alive(bootstrap)
+
+
+@pytest.mark.parametrize(
+    "api_key,version,body",
+    [
+        (API_VERSIONS, 3, b""),  # v3 body missing (compact strings + tags)
+        (METADATA, 4, kwire.i32(1_000_000)),  # array count far beyond the frame
+        (METADATA, 9, kwire.uvarint(1_000_000)),  # compact array count far beyond the frame
+        (PRODUCE, 9, kwire.compact_string(None) + kwire.i16(-1) + kwire.i32(1000) + kwire.uvarint(2)
+         + kwire.compact_string("t") + kwire.uvarint(2) + kwire.i32(0) + kwire.uvarint(5000) + b"abc"),
+        (PRODUCE, 3, kwire.string(None) + kwire.i16(1) + kwire.i32(1000) + kwire.i32(-5)),
+    ],
+    ids=["apiversions-v3-no-body", "metadata-v4-array-overrun", "metadata-v9-compact-overrun",
+         "produce-v9-records-overrun", "produce-v3-negative-topic-count"],
+)
+def test_malformed_body_closes(bootstrap, api_key, version, body):
+    # Kafka: a known api/version whose body cannot be parsed (field past the end of the frame,
+    # a negative count for a non-nullable array) -> InvalidRequestException -> close, no answer.
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send_request(api_key, version, body)
+        assert_closed_silently(c, f"malformed api {api_key} v{version} body")
+    assert_alive(bootstrap)
+
+
+@pytest.mark.parametrize("version", [0, 3])
+def test_trailing_bytes_after_body_ignored(bootstrap, version):
+    # Kafka parses the body it knows and ignores bytes after it: a normal answer, connection kept.
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send_request(API_VERSIONS, version, kwire.api_versions_body(version) + b"trailing-garbage",
+                       correlation_id=31337)
+        corr, r = c.recv_response(API_VERSIONS, version)
+        assert corr == 31337
+        assert kwire.parse_api_versions(r, version)["error_code"] == 0
+        c.send_request(METADATA, 1, kwire.metadata_body(1, []) + b"zz", correlation_id=31338)
+        corr, r = c.recv_response(METADATA, 1)
+        assert corr == 31338
+        md = kwire.parse_metadata(r, 1)
+        assert md["brokers"] and md["topics"] == {} and r.remaining() == 0, md
+    assert_alive(bootstrap)
+
+
+# ---------------------------------------------------------------------------
+# Framing
+# ---------------------------------------------------------------------------
+
+
+def test_truncated_frame_then_eof_closes(bootstrap):
+    # Length prefix says 100, 10 bytes follow, then the client's write side closes.
+    # Kafka sees EOF mid-frame and closes the connection without answering.
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send(kwire.i32(100) + kwire.request_header(API_VERSIONS, 0, 1, 1)[:10])
+        c.shutdown_write()
+        assert_closed_silently(c, "truncated frame + SHUT_WR")
+    assert_alive(bootstrap)
+
+
+def test_truncated_frame_kept_open_does_not_block(bootstrap):
+    # Length prefix says 100, 10 bytes follow, the socket stays open. Kafka waits for the rest
+    # of the frame (until connections.max.idle.ms, 10 min by default): no answer, no close,
+    # and other connections are served meanwhile.
+    with Conn(bootstrap, TIMEOUT) as stuck:
+        stuck.send(kwire.i32(100) + kwire.request_header(API_VERSIONS, 0, 1, 1)[:10])
+        closed, got = stuck.wait_closed(1.0)
+        assert got == b"", f"broker answered a partial frame: {got.hex()}"
+        assert not closed, "broker closed a connection whose frame is still arriving"
+        for _ in range(3):
+            assert_alive(bootstrap)
+        closed, got = stuck.wait_closed(0.5)
+        assert (closed, got) == (False, b"")
+    assert_alive(bootstrap)
+
+
+def test_frame_split_across_many_writes(bootstrap):
+    # A valid request delivered in tiny pieces (length prefix split too) is answered normally.
+    req = kwire.request_frame(API_VERSIONS, 3, 4242, kwire.api_versions_body(3))
+    with Conn(bootstrap, TIMEOUT) as c:
+        for i in range(0, len(req), 3):
+            c.send(req[i:i + 3])
+            time.sleep(0.01)
+        corr, r = c.recv_response(API_VERSIONS, 3)
+        assert corr == 4242
+        assert kwire.parse_api_versions(r, 3)["error_code"] == 0
+    assert_alive(bootstrap)
+
+
+def _listener_rss(bootstrap: str) -> dict[int, int]:
+    host, port = kwire.parse_bootstrap(bootstrap)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return {}
+    out = {}
+    for pid in kwire.listener_pids(port):
+        rss = kwire.rss_kib(pid)
+        if rss is not None:
+            out[pid] = rss
+    return out
+
+
+@pytest.mark.parametrize("length", [0x7FFFFFFF, -1, -0x80000000, 200 * 1024 * 1024])
+def test_absurd_length_closes_without_blowup(bootstrap, length):
+    # Kafka: a negative size or one above socket.request.max.bytes (100 MiB by default) is an
+    # InvalidReceiveException -> the connection is closed at once, before any body is read,
+    # and nothing of that size is allocated.
+    before = _listener_rss(bootstrap)
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send(struct.pack(">i", length))
+        try:
+            c.send(b"\xab" * 65536)  # some body bytes; the broker must not wait for 2 GiB
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # already closed: fine
+        assert_closed_silently(c, f"length prefix {length}")
+    assert_alive(bootstrap)
+    after = _listener_rss(bootstrap)
+    for pid, rss in after.items():
+        if pid in before:
+            grew = rss - before[pid]
+            assert grew < 256 * 1024, f"broker pid {pid} RSS grew by {grew} KiB after length {length}"
+
+
+def test_zero_length_frame_closes(bootstrap):
+    # Kafka: a 0-byte frame is a request without a header -> parse error -> close.
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send(kwire.i32(0))
+        assert_closed_silently(c, "zero-length frame")
+    assert_alive(bootstrap)
+
+
+def test_connect_and_close_without_sending(bootstrap):
+    for _ in range(20):
+        s = socket.create_connection(kwire.parse_bootstrap(bootstrap), timeout=TIMEOUT)
+        s.close()
+    # And a connection whose client half-closes at once: the broker closes its side too.
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.shutdown_write()
+        assert_closed_silently(c, "immediate SHUT_WR")
+    # Abortive close (RST) right after connecting.
+    s = socket.create_connection(kwire.parse_bootstrap(bootstrap), timeout=TIMEOUT)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    assert_alive(bootstrap)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\x00",                                 # 1 byte: not even an api key
+        b"\x00\x12\x00",                         # key + half a version
+        b"\x00\x12\x00\x00\x00\x00\x01",         # key + version + 3 bytes of correlation id
+        b"\x00\x12\x00\x00\x00\x00\x00\x01\x00",  # + half a client_id length (header v1)
+        b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\xc8abc",  # client_id length 200, 3 bytes present
+        b"\x00\x12\x00\x03\x00\x00\x00\x01\x00\x01k",    # v3 header v2 without tagged-fields byte
+    ],
+    ids=["1B", "3B", "7B", "9B", "client_id-overrun", "v2-header-no-tags"],
+)
+def test_short_header_closes(bootstrap, body):
+    # Kafka: the frame is complete but the request header cannot be parsed -> close, no answer.
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send(kwire.frame(body))
+        assert_closed_silently(c, f"short header {body.hex()}")
+    assert_alive(bootstrap)
+
+
+# ---------------------------------------------------------------------------
+# Produce with good and bad record batches
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_produce_valid_batch(bootstrap, topic, version):
+    before = latest_offset(bootstrap, topic)
+    batch = kwire.record_batch([b"good-1", b"good-2", b"good-3"], keys=[b"k1", None, b"k3"])
+    p = produce(bootstrap, version, topic, batch)
+    assert p["error_code"] == 0, p
+    assert p["base_offset"] == before, p  # first offset of the batch = previous end offset
+    assert latest_offset(bootstrap, topic) == before + 3
+    assert_alive(bootstrap)
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_produce_corrupt_crc(bootstrap, topic, version):
+    # Kafka: CRC32C mismatch -> CorruptRecordException -> partition error CORRUPT_MESSAGE (2),
+    # nothing appended, connection kept.
+    before = latest_offset(bootstrap, topic)
+    batch = bytearray(kwire.record_batch([b"payload-that-gets-corrupted"]))
+    batch[-3] ^= 0x20  # a byte of the record value
+    assert not kwire.verify_batch_crc(bytes(batch))
+    p = produce(bootstrap, version, topic, bytes(batch))
+    assert p["error_code"] == CORRUPT_MESSAGE, p
+    assert p["base_offset"] == -1, p
+    assert latest_offset(bootstrap, topic) == before
+    # A good batch right after still lands at the old end offset.
+    good = produce(bootstrap, version, topic, kwire.record_batch([b"after-corrupt"]))
+    assert good["error_code"] == 0 and good["base_offset"] == before, good
+    assert_alive(bootstrap)
+
+
+def test_produce_corrupt_crc_field(bootstrap, topic):
+    # The stored CRC itself is wrong (records intact): same CORRUPT_MESSAGE.
+    before = latest_offset(bootstrap, topic)
+    batch = bytearray(kwire.record_batch([b"x"]))
+    batch[kwire.CRC_OFFSET] ^= 0xFF
+    p = produce(bootstrap, 9, topic, bytes(batch))
+    assert p["error_code"] == CORRUPT_MESSAGE, p
+    assert latest_offset(bootstrap, topic) == before
+    assert_alive(bootstrap)
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_produce_magic_1_rejected(bootstrap, topic, version):
+    # Kafka: Produce v3+ must carry magic 2 batches -> InvalidRecordException -> INVALID_RECORD (87).
+    before = latest_offset(bootstrap, topic)
+    p = produce(bootstrap, version, topic, kwire.legacy_message_set_v1(b"old-format"))
+    assert p["error_code"] == INVALID_RECORD, p
+    assert latest_offset(bootstrap, topic) == before
+    assert_alive(bootstrap)
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_produce_batch_length_beyond_data(bootstrap, topic, version):
+    # batchLength claims 100 bytes more than the records field holds. Kafka's batch iterator
+    # finds no complete batch -> "must have at least one record batch" -> INVALID_RECORD (87).
+    before = latest_offset(bootstrap, topic)
+    batch = bytearray(kwire.record_batch([b"short"]))
+    (blen,) = struct.unpack_from(">i", batch, kwire.BATCH_LENGTH_OFFSET)
+    struct.pack_into(">i", batch, kwire.BATCH_LENGTH_OFFSET, blen + 100)
+    p = produce(bootstrap, version, topic, bytes(batch))
+    assert p["error_code"] == INVALID_RECORD, p
+    assert latest_offset(bootstrap, topic) == before
+    assert_alive(bootstrap)
+
+
+def test_produce_invalid_acks(bootstrap, topic):
+    # Kafka: acks other than -1, 0, 1 -> INVALID_REQUIRED_ACKS (21) for every partition.
+    before = latest_offset(bootstrap, topic)
+    p = produce(bootstrap, 9, topic, kwire.record_batch([b"acks-2"]), acks=2)
+    assert p["error_code"] == INVALID_REQUIRED_ACKS, p
+    assert latest_offset(bootstrap, topic) == before
+    assert_alive(bootstrap)
+
+
+def test_produce_unknown_partition(bootstrap, topic):
+    # Kafka: a partition index the topic does not have -> UNKNOWN_TOPIC_OR_PARTITION (3).
+    p = produce(bootstrap, 9, topic, kwire.record_batch([b"nowhere"]), partition=99)
+    assert p["error_code"] == UNKNOWN_TOPIC_OR_PARTITION, p
+    assert_alive(bootstrap)
+
+
+# ---------------------------------------------------------------------------
+# Pipelining
+# ---------------------------------------------------------------------------
+
+
+def test_pipelined_requests_answered_in_order(bootstrap):
+    # 3 ApiVersions (v0, v3, v1) + 1 Metadata (v4, no topics) in a single write: 4 responses
+    # in request order, each with its own correlation id.
+    reqs = [
+        (API_VERSIONS, 0, 0x01010101, kwire.api_versions_body(0)),
+        (API_VERSIONS, 3, 0x02020202, kwire.api_versions_body(3)),
+        (API_VERSIONS, 1, 0x03030303, kwire.api_versions_body(1)),
+        (METADATA, 4, 0x04040404, kwire.metadata_body(4, [])),
+    ]
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send(b"".join(kwire.request_frame(k, v, corr, body) for k, v, corr, body in reqs))
+        for key, ver, corr, _ in reqs:
+            got, r = c.recv_response(key, ver)
+            assert got == corr, f"response order: got correlation id {got:#x}, expected {corr:#x}"
+            if key == API_VERSIONS:
+                assert kwire.parse_api_versions(r, ver)["error_code"] == 0
+            else:
+                md = kwire.parse_metadata(r, ver)
+                assert md["brokers"], md
+                assert md["topics"] == {}, md
+                assert r.remaining() == 0
+    assert_alive(bootstrap)
