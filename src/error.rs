@@ -167,7 +167,7 @@ impl KelpError {
 pub enum ConnectionError {
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
-    #[error("frame length {0} outside 1..={1}")]
+    #[error("frame length {0} outside 10..={1}")]
     BadFrameLength(i64, usize),
     #[error("malformed request: {0}")]
     Malformed(String),

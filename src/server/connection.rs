@@ -18,6 +18,9 @@ use crate::protocol::versions::key;
 use crate::protocol::{frame, RequestHeader};
 use crate::shard::Shard;
 
+/// Produce requests slower than this are logged (fetches and group joins wait by design).
+const SLOW_REQUEST: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Smallest read issued: enough for many small pipelined requests per syscall.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -106,6 +109,7 @@ async fn handle_frame(
 ) -> Result<(), ConnectionError> {
     let started = Instant::now();
     let header = RequestHeader::parse(&frame)?;
+    let (api_key, correlation_id) = (header.api_key, header.correlation_id);
     let kind = match header.api_key {
         key::PRODUCE => Kind::Produce,
         key::FETCH => Kind::Fetch,
@@ -132,6 +136,16 @@ async fn handle_frame(
                 .fetch_add(resp.len() as u64, Ordering::Relaxed);
         }
     }
-    shard.stats.record(kind, started.elapsed());
+    let elapsed = started.elapsed();
+    if elapsed > SLOW_REQUEST && kind == Kind::Produce {
+        tracing::warn!(
+            api = api_key,
+            corr = correlation_id,
+            ?elapsed,
+            shard = shard.id,
+            "slow request"
+        );
+    }
+    shard.stats.record(kind, elapsed);
     Ok(())
 }

@@ -53,6 +53,23 @@ pub struct Shard {
     pub stats: Arc<ShardStats>,
 }
 
+/// Safety net for cross-core waits: how often a future woken from another core is polled again
+/// even without a wake-up. glommio has had rare lost cross-thread wake-ups in its shared
+/// channels; a lost one must cost milliseconds, not a client's request timeout.
+const REPOLL: Duration = Duration::from_millis(10);
+
+/// Awaits `f`, re-polling it every [`REPOLL`] in case a cross-core wake-up went missing.
+async fn repolled<F: std::future::Future + Unpin>(mut f: F) -> F::Output {
+    loop {
+        let tick = glommio::timer::sleep(REPOLL);
+        futures::pin_mut!(tick);
+        if let futures::future::Either::Left((out, _)) = futures::future::select(&mut f, tick).await
+        {
+            return out;
+        }
+    }
+}
+
 /// How often group timers (sessions, rebalance delays and timeouts) are checked.
 const GROUP_TICK: Duration = Duration::from_millis(50);
 
@@ -238,7 +255,7 @@ impl Shard {
             }
         }
         for (idx, rx) in pending {
-            match rx.await {
+            match repolled(rx).await {
                 Ok(res) => {
                     for (i, r) in idx.into_iter().zip(res) {
                         out[i] = Some(r);
@@ -309,7 +326,7 @@ impl Shard {
                     .is_ok()
                 {
                     waits.push(Box::pin(async move {
-                        let _ = rx.await;
+                        let _ = repolled(rx).await;
                     }));
                 }
             }
@@ -341,7 +358,7 @@ impl Shard {
         {
             return GroupReply::Unavailable;
         }
-        rx.await.unwrap_or(GroupReply::Unavailable)
+        repolled(rx).await.unwrap_or(GroupReply::Unavailable)
     }
 
     /// Runs a request on the coordinator shard of its group.
@@ -366,7 +383,7 @@ impl Shard {
             let shard = self.clone();
             tasks.push(glommio::spawn_local(async move {
                 let mut stream = stream;
-                while let Some(msg) = stream.next().await {
+                while let Some(msg) = repolled(stream.next()).await {
                     shard.clone().handle_peer(msg);
                 }
                 tracing::debug!(peer, "peer link closed");
