@@ -14,7 +14,9 @@ use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::cluster::Cluster;
-use crate::config::Config;
+use crate::config::{Config, StorageKind};
+use crate::group::{InMemoryOffsetStore, OffsetStore};
+use crate::log::offsets_store::{offsets_path, DurableOffsetStore};
 use crate::shard::{Shard, ShardMsg};
 
 /// Capacity of each shard-to-shard channel.
@@ -49,7 +51,15 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     drop(probe);
 
     let config = Arc::new(config);
-    let cluster = Arc::new(Cluster::new(&config));
+    let cluster = Arc::new(match config.storage {
+        StorageKind::Memory => Cluster::new(&config),
+        StorageKind::Local => {
+            crate::log::prepare_data_dir(&config.data_dir)
+                .context("cannot use the data directory")?;
+            Cluster::with_persistence(&config, crate::log::meta::topics_path(&config.data_dir))
+                .context("cannot load topic metadata")?
+        }
+    });
     let mesh = MeshBuilder::<ShardMsg, _>::full(cores.len(), MESH_CHANNEL_SIZE);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<usize>>();
 
@@ -74,7 +84,24 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                         return;
                     }
                 };
-                let shard = Rc::new(Shard::new(config.clone(), cluster, senders));
+                let offsets: Rc<dyn OffsetStore> = match config.storage {
+                    StorageKind::Memory => Rc::new(InMemoryOffsetStore::default()),
+                    StorageKind::Local => {
+                        let path = offsets_path(&config.data_dir, senders.peer_id());
+                        match DurableOffsetStore::open(&path).await {
+                            Ok(s) => Rc::new(s),
+                            Err(e) => {
+                                let _ = ready.send(Err(anyhow::anyhow!("group offsets: {e}")));
+                                return;
+                            }
+                        }
+                    }
+                };
+                let shard = Rc::new(Shard::new(config.clone(), cluster, senders, offsets));
+                if let Err(e) = shard.recover_partitions().await {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
                 let listener = match TcpListener::bind(config.listen) {
                     Ok(l) => l,
                     Err(e) => {
@@ -85,6 +112,10 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 let _ = ready.send(Ok(shard.id));
                 glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
                 glommio::spawn_local(shard.clone().run_group_timers()).detach();
+                if config.storage == StorageKind::Local {
+                    glommio::spawn_local(shard.clone().run_retention()).detach();
+                    glommio::spawn_local(shard.clone().run_fsync_timer()).detach();
+                }
                 connection::accept_loop(shard, listener).await;
             })
             .map_err(|e| anyhow::anyhow!("starting the executor on core {core}: {e}"))?;
