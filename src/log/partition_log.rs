@@ -149,7 +149,7 @@ impl PartitionLog {
         }
         loop {
             let listener = self.changed.listen();
-            {
+            let writer_busy = {
                 let s = self.st.borrow();
                 let end = if durable { s.synced_end } else { s.written_end };
                 if end >= t.target {
@@ -160,13 +160,13 @@ impl PartitionLog {
                         s.error.clone().unwrap_or_else(|| "write failed".into()),
                     ));
                 }
-                if s.writing {
-                    drop(s);
-                    listener.await;
-                    continue;
-                }
+                s.writing
+            };
+            if writer_busy {
+                listener.await;
+            } else {
+                self.write_round().await;
             }
-            self.write_round().await;
         }
     }
 
@@ -306,6 +306,7 @@ impl PartitionLog {
 
     /// Seals the active segment and starts a new one at `base`.
     async fn roll_to(&self, base: i64) -> Result<(), LogError> {
+        tracing::debug!(dir = %self.dir.display(), base, "rolling to a new segment");
         let sync = self.policy != FsyncPolicy::Never;
         let sealing = self
             .st
