@@ -64,8 +64,11 @@ fn bench_produce_path(c: &mut Criterion) {
                     || batch.clone(),
                     |buf| {
                         let v = ValidatedBatches::validate(buf, 16 << 20).expect("valid");
-                        let (_, added) = part.append(v).expect("append");
-                        appended += added;
+                        let roll = kelp::log::RollSettings {
+                            segment_bytes: 1 << 30,
+                            segment_ms: u64::MAX,
+                        };
+                        appended += part.append(v, roll).expect("append").added;
                         if part.cached_bytes() > 256 << 20 {
                             while part.cached_bytes() > 0 {
                                 part.evict_oldest();

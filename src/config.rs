@@ -14,6 +14,33 @@ pub enum StorageKind {
     /// Cache only: data lives in the per-core batch cache and is evicted (log start offset moves)
     /// when the cache budget is exceeded. For benchmarks and tests.
     Memory,
+    /// The embedded durable log: segment files under `<data-dir>/topics/` (see docs/storage.md).
+    Local,
+}
+
+/// When appended data is flushed to stable storage (`--fsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// fdatasync before answering acks=-1 produces (coalesced per partition log).
+    Always,
+    /// fdatasync dirty logs every this many milliseconds; acks=-1 answers after the write.
+    Interval(u64),
+    /// Never fdatasync: the kernel flushes when it likes.
+    Never,
+}
+
+/// Parses "always", "never" or "interval:MS".
+pub fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
+    match s {
+        "always" => Ok(FsyncPolicy::Always),
+        "never" => Ok(FsyncPolicy::Never),
+        other => match other.strip_prefix("interval:").map(str::parse::<u64>) {
+            Some(Ok(ms)) if ms > 0 => Ok(FsyncPolicy::Interval(ms)),
+            _ => Err(format!(
+                "bad fsync policy '{other}': use always, never or interval:MS (MS > 0)"
+            )),
+        },
+    }
 }
 
 /// `kelp` command-line flags.
@@ -46,8 +73,20 @@ pub struct Config {
     pub data_dir: PathBuf,
 
     /// Storage engine behind the in-core batch cache.
-    #[arg(long, value_enum, default_value = "memory")]
+    #[arg(long, value_enum, default_value = "local")]
     pub storage: StorageKind,
+
+    /// Durability of appends with local storage: always, interval:MS or never.
+    #[arg(long, default_value = "always", value_parser = parse_fsync)]
+    pub fsync: FsyncPolicy,
+
+    /// Default segment size in bytes for topics without `segment.bytes`.
+    #[arg(long, default_value_t = 1024 * 1024 * 1024)]
+    pub segment_bytes: u64,
+
+    /// How often each shard applies retention (retention.bytes / retention.ms), in ms.
+    #[arg(long, default_value_t = 30_000)]
+    pub retention_check_ms: u64,
 
     /// Batch cache budget per shard core, in bytes.
     #[arg(long, default_value_t = 512 * 1024 * 1024)]
@@ -175,5 +214,17 @@ mod tests {
         assert_eq!(c.cores, Some(CoreList(vec![0, 1, 3])));
         assert!(Config::try_parse_from(["kelp", "--cores", "2-1"]).is_err());
         assert_eq!(Config::try_parse_from(["kelp"]).unwrap().cores, None);
+    }
+
+    #[test]
+    fn fsync_policies() {
+        assert_eq!(parse_fsync("always").unwrap(), FsyncPolicy::Always);
+        assert_eq!(parse_fsync("never").unwrap(), FsyncPolicy::Never);
+        assert_eq!(
+            parse_fsync("interval:50").unwrap(),
+            FsyncPolicy::Interval(50)
+        );
+        assert!(parse_fsync("interval:0").is_err());
+        assert!(parse_fsync("sometimes").is_err());
     }
 }

@@ -114,6 +114,14 @@ pub enum KelpError {
     OutOfOrderSequence { expected: i32, got: i32 },
     #[error("producer epoch {got} is older than the current epoch {current}")]
     InvalidProducerEpoch { got: i16, current: i16 },
+    #[error("storage error: {0}")]
+    Storage(String),
+}
+
+impl From<crate::log::LogError> for KelpError {
+    fn from(e: crate::log::LogError) -> Self {
+        KelpError::Storage(e.to_string())
+    }
 }
 
 impl KelpError {
@@ -153,6 +161,7 @@ impl KelpError {
             OffsetMetadataTooLarge(_) => code::OFFSET_METADATA_TOO_LARGE,
             OutOfOrderSequence { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
             InvalidProducerEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
+            Storage(_) => code::KAFKA_STORAGE_ERROR,
         }
     }
 

@@ -3,7 +3,8 @@
 //! Data path, top to bottom: [`server`] (executors, connections) → [`protocol`] (frames,
 //! headers, codecs) → [`api`] (one handler per Kafka API) → [`shard`] (cross-core routing) →
 //! [`partition`] (offsets, batch cache) with [`record`] (batch validation); [`group`] is the
-//! consumer group coordinator, sharded by group id. [`cluster`] holds
+//! consumer group coordinator, sharded by group id. [`log`] is the embedded durable storage
+//! behind the cache (`--storage local`). [`cluster`] holds
 //! the shared topic metadata; [`error`] maps failures to Kafka error codes.
 
 pub mod api;
@@ -11,6 +12,7 @@ pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod group;
+pub mod log;
 pub mod metrics;
 pub mod partition;
 pub mod protocol;

@@ -51,6 +51,7 @@ pub async fn handle(
                     topic: topic.name.clone(),
                     partition: p.index,
                     batches,
+                    acks: req.acks,
                 });
                 Ok(items.len() - 1)
             });

@@ -7,6 +7,7 @@
 pub mod topic_config;
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -68,6 +69,8 @@ pub struct Cluster {
     pub cluster_id: String,
     pub auto_create: bool,
     pub default_partitions: i32,
+    /// Where topic metadata is persisted (local storage); None keeps it in memory only.
+    persist: Option<PathBuf>,
 }
 
 /// Checks a topic name the way Kafka does: 1-249 chars of [a-zA-Z0-9._-], not "." or "..".
@@ -109,7 +112,83 @@ impl Cluster {
             cluster_id: config.cluster_id.clone(),
             auto_create: config.auto_create_topics,
             default_partitions: config.default_partitions,
+            persist: None,
         }
+    }
+
+    /// Cluster metadata persisted at `path` (`meta/topics.json`), starting from what it holds.
+    pub fn with_persistence(config: &Config, path: PathBuf) -> Result<Self, crate::log::LogError> {
+        let mut c = Cluster::new(config);
+        let mut snap = Snapshot::default();
+        for t in crate::log::meta::load(&path)? {
+            let id = Uuid::parse_str(&t.id).map_err(|e| {
+                crate::log::LogError::Recovery(format!("topic {}: bad id '{}': {e}", t.name, t.id))
+            })?;
+            let m = Arc::new(TopicMeta {
+                name: t.name,
+                id,
+                partitions: t.partitions,
+                configs: t.configs,
+            });
+            snap.by_id.insert(m.id, m.clone());
+            snap.topics.insert(m.name.clone(), m);
+        }
+        c.snapshot = ArcSwap::from_pointee(snap);
+        c.persist = Some(path);
+        Ok(c)
+    }
+
+    /// Publishes `next` after persisting it (when persistent): metadata that could not be
+    /// stored is not published, so the client sees an error and nothing changes.
+    fn store_and_publish(&self, f: impl FnOnce(&mut Snapshot)) -> Result<(), KelpError> {
+        let mut next = Snapshot::clone(&self.snapshot.load());
+        f(&mut next);
+        if let Some(path) = &self.persist {
+            let mut topics: Vec<_> = next
+                .topics
+                .values()
+                .map(|m| crate::log::meta::StoredTopic {
+                    name: m.name.clone(),
+                    id: m.id.to_string(),
+                    partitions: m.partitions,
+                    configs: m.configs.clone(),
+                })
+                .collect();
+            topics.sort_by(|a, b| a.name.cmp(&b.name));
+            crate::log::meta::save(path, topics).map_err(|e| {
+                tracing::error!(error = %e, "could not persist topic metadata");
+                KelpError::from(e)
+            })?;
+        }
+        self.snapshot.store(Arc::new(next));
+        Ok(())
+    }
+
+    /// Replaces a topic's config overrides (IncrementalAlterConfigs), persisted like topics.
+    pub fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), KelpError> {
+        for (k, v) in &configs {
+            topic_config::validate(k, v)?;
+        }
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self
+            .snapshot
+            .load()
+            .topics
+            .get(name)
+            .cloned()
+            .ok_or(KelpError::UnknownTopicOrPartition)?;
+        let m = Arc::new(TopicMeta {
+            configs,
+            ..TopicMeta::clone(&old)
+        });
+        self.store_and_publish(|s| {
+            s.by_id.insert(m.id, m.clone());
+            s.topics.insert(m.name.clone(), m);
+        })
     }
 
     /// The current snapshot.
@@ -120,12 +199,6 @@ impl Cluster {
     /// Looks a topic up in the current snapshot.
     pub fn topic(&self, name: &str) -> Option<Arc<TopicMeta>> {
         self.snapshot.load().topics.get(name).cloned()
-    }
-
-    fn publish(&self, f: impl FnOnce(&mut Snapshot)) {
-        let mut next = Snapshot::clone(&self.snapshot.load());
-        f(&mut next);
-        self.snapshot.store(Arc::new(next));
     }
 
     /// Creates a topic. `partitions` -1 means the default count. With `validate_only`
@@ -165,10 +238,10 @@ impl Cluster {
         });
         if !validate_only {
             let m = meta.clone();
-            self.publish(|s| {
+            self.store_and_publish(|s| {
                 s.by_id.insert(m.id, m.clone());
                 s.topics.insert(m.name.clone(), m);
-            });
+            })?;
             tracing::info!(topic = name, partitions, "created topic");
         }
         Ok(meta)
@@ -205,10 +278,10 @@ impl Cluster {
             .get(name)
             .cloned()
             .ok_or(KelpError::UnknownTopicOrPartition)?;
-        self.publish(|s| {
+        self.store_and_publish(|s| {
             s.topics.remove(name);
             s.by_id.remove(&meta.id);
-        });
+        })?;
         tracing::info!(topic = name, "deleted topic");
         Ok(meta)
     }

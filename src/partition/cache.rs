@@ -39,6 +39,22 @@ impl BatchCache {
         Some(b)
     }
 
+    /// Base offset of the oldest cached batch.
+    pub fn first_base(&self) -> Option<i64> {
+        self.batches.front().map(|b| b.base)
+    }
+
+    /// Drops batches wholly below `offset` (DeleteRecords); returns the bytes freed.
+    pub fn drop_below(&mut self, offset: i64) -> usize {
+        let mut freed = 0;
+        while self.batches.front().is_some_and(|b| b.last < offset) {
+            if let Some(b) = self.pop_front() {
+                freed += b.data.len();
+            }
+        }
+        freed
+    }
+
     /// Total bytes cached.
     pub fn bytes(&self) -> usize {
         self.bytes

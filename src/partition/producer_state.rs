@@ -50,7 +50,7 @@ fn add_seq(seq: i32, delta: i32) -> i32 {
 }
 
 /// Producer states of one partition.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
 }

@@ -14,7 +14,9 @@ use glommio::net::TcpListener;
 use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::cluster::Cluster;
-use crate::config::Config;
+use crate::config::{Config, StorageKind};
+use crate::group::{InMemoryOffsetStore, OffsetStore};
+use crate::log::offsets_store::{offsets_path, DurableOffsetStore};
 use crate::metrics::{self, Registry};
 use crate::shard::{Shard, ShardMsg};
 
@@ -39,18 +41,52 @@ pub fn shard_cores(config: &Config) -> anyhow::Result<Vec<usize>> {
     Ok(cores)
 }
 
+/// How long start-up waits for a port still held by a previous process.
+const PORT_WAIT: Duration = Duration::from_secs(10);
+
+/// Binds the listen address once, without SO_REUSEPORT, to prove nobody else holds it. A
+/// predecessor's io_uring teardown can keep its listener alive for a few seconds after exit
+/// (a restart), so "address in use" is retried for [`PORT_WAIT`] before giving up.
+fn probe_listen(addr: std::net::SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    let deadline = std::time::Instant::now() + PORT_WAIT;
+    let mut logged = false;
+    loop {
+        match std::net::TcpListener::bind(addr) {
+            Ok(l) => return Ok(l),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && std::time::Instant::now() < deadline =>
+            {
+                if !logged {
+                    tracing::warn!(%addr, "address in use; waiting for it to be released");
+                    logged = true;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot listen on {addr}")),
+        }
+    }
+}
+
 /// Runs the broker until every shard exits (normally never).
 pub fn run(mut config: Config) -> anyhow::Result<()> {
     let cores = shard_cores(&config)?;
-    // Fail fast and clearly if the port is taken: SO_REUSEPORT alone would quietly share it
-    // with another process. Port 0 picks a free port once, used by every shard.
-    let probe = std::net::TcpListener::bind(config.listen)
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    // Fail clearly if the port is taken: SO_REUSEPORT alone would quietly share it with another
+    // process. Port 0 picks a free port once, used by every shard.
+    let probe = probe_listen(config.listen)?;
     config.listen = probe.local_addr()?;
     drop(probe);
 
     let config = Arc::new(config);
-    let cluster = Arc::new(Cluster::new(&config));
+    let cluster = Arc::new(match config.storage {
+        StorageKind::Memory => Cluster::new(&config),
+        StorageKind::Local => {
+            crate::log::prepare_data_dir(&config.data_dir)
+                .context("cannot use the data directory")?;
+            Cluster::with_persistence(&config, crate::log::meta::topics_path(&config.data_dir))
+                .context("cannot load topic metadata")?
+        }
+    });
     let mesh = MeshBuilder::<ShardMsg, _>::full(cores.len(), MESH_CHANNEL_SIZE);
     let registry = Arc::new(Registry::default());
     if let Some(addr) = config.metrics_addr {
@@ -82,8 +118,25 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                         return;
                     }
                 };
-                let shard = Rc::new(Shard::new(config.clone(), cluster, senders, core));
+                let offsets: Rc<dyn OffsetStore> = match config.storage {
+                    StorageKind::Memory => Rc::new(InMemoryOffsetStore::default()),
+                    StorageKind::Local => {
+                        let path = offsets_path(&config.data_dir, senders.peer_id());
+                        match DurableOffsetStore::open(&path).await {
+                            Ok(s) => Rc::new(s),
+                            Err(e) => {
+                                let _ = ready.send(Err(anyhow::anyhow!("group offsets: {e}")));
+                                return;
+                            }
+                        }
+                    }
+                };
+                let shard = Rc::new(Shard::new(config.clone(), cluster, senders, core, offsets));
                 registry.register(shard.stats.clone());
+                if let Err(e) = shard.recover_partitions().await {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
                 let listener = match TcpListener::bind(config.listen) {
                     Ok(l) => l,
                     Err(e) => {
@@ -94,6 +147,10 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 let _ = ready.send(Ok(shard.id));
                 glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
                 glommio::spawn_local(shard.clone().run_group_timers()).detach();
+                if config.storage == StorageKind::Local {
+                    glommio::spawn_local(shard.clone().run_retention()).detach();
+                    glommio::spawn_local(shard.clone().run_fsync_timer()).detach();
+                }
                 connection::accept_loop(shard, listener).await;
             })
             .map_err(|e| anyhow::anyhow!("starting the executor on core {core}: {e}"))?;

@@ -9,6 +9,7 @@
 
 pub mod ops;
 pub mod routing;
+pub mod storage;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -22,11 +23,12 @@ use glommio::channels::channel_mesh::{Receivers, Senders};
 
 use crate::cluster::Cluster;
 use crate::config::Config;
+use crate::config::StorageKind;
 use crate::error::KelpError;
-use crate::group::{Coordinator, GroupConfig, GroupReply, GroupRequest, InMemoryOffsetStore};
+use crate::group::{Coordinator, GroupConfig, GroupReply, GroupRequest, OffsetStore};
+use crate::log::{PartitionLog, RollSettings};
 use crate::metrics::ShardStats;
 use crate::partition::Partition;
-use crate::record::ValidatedBatches;
 use ops::WaitItem;
 pub use ops::{Op, ShardMsg};
 
@@ -74,12 +76,13 @@ async fn repolled<F: std::future::Future + Unpin>(mut f: F) -> F::Output {
 const GROUP_TICK: Duration = Duration::from_millis(50);
 
 impl Shard {
-    /// State for the shard at mesh position `peers.peer_id()`.
+    /// State for the shard at mesh position `peers.peer_id()`, with its group offsets store.
     pub fn new(
         config: Arc<Config>,
         cluster: Arc<Cluster>,
         peers: Senders<ShardMsg>,
         core: usize,
+        offsets: Rc<dyn OffsetStore>,
     ) -> Self {
         Shard {
             stats: Arc::new(ShardStats::new(peers.peer_id(), core)),
@@ -100,7 +103,7 @@ impl Shard {
                     min_session_timeout_ms: config.group_min_session_timeout_ms,
                     max_session_timeout_ms: config.group_max_session_timeout_ms,
                 },
-                Rc::new(InMemoryOffsetStore::default()),
+                offsets,
             ),
         }
     }
@@ -139,37 +142,70 @@ impl Shard {
         }
         let mut parts = self.partitions.borrow_mut();
         let key = (topic.to_string(), partition);
-        let p = parts.entry(key).or_insert_with(|| Partition::new(meta.id));
+        let p = parts
+            .entry(key)
+            .or_insert_with(|| self.new_partition(topic, partition, &meta));
         if p.topic_id != meta.id {
             let freed = p.cached_bytes();
             p.wake_all();
-            *p = Partition::new(meta.id);
+            if let Some(log) = p.log() {
+                log.remove_all();
+            }
+            *p = self.new_partition(topic, partition, &meta);
             self.set_cached(self.cached_bytes.get() - freed);
         }
         Ok(f(p))
     }
 
-    /// Appends validated batches to an owned partition and enforces the cache budget.
-    pub fn append(
+    /// Fresh state for a partition with no data yet.
+    fn new_partition(
         &self,
         topic: &str,
         partition: i32,
-        batches: ValidatedBatches,
-    ) -> ops::ProduceOut {
-        let (base, added, log_start) = self.with_partition(topic, partition, |p| {
-            let (base, added) = p.append(batches)?;
-            Ok::<_, KelpError>((base, added, p.log_start_offset()))
-        })??;
+        meta: &crate::cluster::TopicMeta,
+    ) -> Partition {
+        match self.config.storage {
+            StorageKind::Memory => Partition::new(meta.id),
+            StorageKind::Local => Partition::new_local(
+                meta.id,
+                Rc::new(PartitionLog::new(
+                    crate::log::partition_dir(&self.config.data_dir, topic, partition),
+                    self.config.fsync,
+                    Vec::new(),
+                    self.roll_settings(meta),
+                )),
+            ),
+        }
+    }
+
+    /// Segment roll settings of a topic: its overrides, else the broker defaults.
+    pub fn roll_settings(&self, meta: &crate::cluster::TopicMeta) -> RollSettings {
+        let get = |k: &str| meta.configs.get(k).and_then(|v| v.parse::<i64>().ok());
+        RollSettings {
+            segment_bytes: get("segment.bytes")
+                .filter(|&b| b > 0)
+                .map_or(self.config.segment_bytes, |b| b as u64),
+            segment_ms: get("segment.ms")
+                .or_else(|| {
+                    crate::cluster::topic_config::default_of("segment.ms")
+                        .and_then(|v| v.parse().ok())
+                })
+                .filter(|&ms| ms > 0)
+                .map_or(u64::MAX, |ms| ms as u64),
+        }
+    }
+
+    /// Accounts `added` cache bytes of a partition and enforces the cache budget.
+    fn cached(&self, topic: &str, partition: i32, added: usize) {
         if added == 0 {
             // A duplicate retry: nothing new is cached, so nothing joins the eviction order.
-            return Ok((base, log_start));
+            return;
         }
         self.set_cached(self.cached_bytes.get() + added);
         self.eviction
             .borrow_mut()
             .push_back(((topic.to_string(), partition), added));
         self.evict_over_budget();
-        Ok((base, log_start))
     }
 
     /// Evicts the oldest batches of this shard until the cache fits its budget.
@@ -197,6 +233,9 @@ impl Shard {
             if t == topic {
                 freed += p.cached_bytes();
                 p.wake_all();
+                if let Some(log) = p.log() {
+                    log.remove_all();
+                }
                 false
             } else {
                 true
@@ -239,7 +278,7 @@ impl Shard {
                 continue;
             }
             if shard == self.id {
-                for (i, r) in idx.into_iter().zip(O::run(self, its)) {
+                for (i, r) in idx.into_iter().zip(O::run(self, its).await) {
                     out[i] = Some(r);
                 }
                 continue;
@@ -394,15 +433,11 @@ impl Shard {
 
     fn handle_peer(self: Rc<Self>, msg: ShardMsg) {
         match msg {
-            ShardMsg::Produce(items, reply) => {
-                let _ = reply.send(ops::ProduceItem::run(&self, items));
-            }
-            ShardMsg::Read(items, reply) => {
-                let _ = reply.send(ops::ReadItem::run(&self, items));
-            }
-            ShardMsg::ListOffsets(items, reply) => {
-                let _ = reply.send(ops::OffsetsItem::run(&self, items));
-            }
+            // Partition ops may wait for the disk: never block the peer link on them.
+            ShardMsg::Produce(items, reply) => spawn_reply(self, items, reply),
+            ShardMsg::Read(items, reply) => spawn_reply(self, items, reply),
+            ShardMsg::ListOffsets(items, reply) => spawn_reply(self, items, reply),
+            ShardMsg::DeleteRecords(items, reply) => spawn_reply(self, items, reply),
             ShardMsg::Wait(items, deadline, reply) => {
                 glommio::spawn_local(async move {
                     self.wait_local(&items, deadline).await;
@@ -420,4 +455,12 @@ impl Shard {
             }
         }
     }
+}
+
+/// Runs a peer's partition op on this shard in its own task and sends the results back.
+fn spawn_reply<O: Op>(shard: Rc<Shard>, items: Vec<O>, reply: oneshot::Sender<Vec<O::Out>>) {
+    glommio::spawn_local(async move {
+        let _ = reply.send(O::run(&shard, items).await);
+    })
+    .detach();
 }

@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use futures::channel::oneshot;
+use futures::future::LocalBoxFuture;
 
 use super::Shard;
 use crate::error::KelpError;
@@ -19,6 +20,8 @@ pub struct ProduceItem {
     pub topic: String,
     pub partition: i32,
     pub batches: ValidatedBatches,
+    /// The request's acks: -1 waits for durability (per the fsync policy).
+    pub acks: i16,
 }
 
 /// Result of one append: base offset and log start offset.
@@ -45,6 +48,16 @@ pub struct OffsetsItem {
 /// (timestamp, offset) found.
 pub type OffsetsOut = Result<(i64, i64), KelpError>;
 
+/// Move a partition's log start offset forward (DeleteRecords); -1 means the high watermark.
+pub struct DeleteRecordsItem {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// The new log start offset.
+pub type DeleteRecordsOut = Result<i64, KelpError>;
+
 /// Wait until any of these partitions has data past the offset, or the deadline passes.
 pub struct WaitItem {
     pub topic: String,
@@ -55,6 +68,10 @@ pub struct WaitItem {
 /// A message between shards.
 pub enum ShardMsg {
     Produce(Vec<ProduceItem>, oneshot::Sender<Vec<ProduceOut>>),
+    DeleteRecords(
+        Vec<DeleteRecordsItem>,
+        oneshot::Sender<Vec<DeleteRecordsOut>>,
+    ),
     Read(Vec<ReadItem>, oneshot::Sender<Vec<ReadResult>>),
     ListOffsets(Vec<OffsetsItem>, oneshot::Sender<Vec<OffsetsOut>>),
     Wait(Vec<WaitItem>, Instant, oneshot::Sender<()>),
@@ -73,7 +90,7 @@ pub trait Op: Sized + Send + 'static {
     /// Wraps a group of items for a peer shard.
     fn into_msg(items: Vec<Self>, reply: oneshot::Sender<Vec<Self::Out>>) -> ShardMsg;
     /// Runs on the owning shard.
-    fn run(shard: &Shard, items: Vec<Self>) -> Vec<Self::Out>;
+    fn run(shard: &Shard, items: Vec<Self>) -> LocalBoxFuture<'_, Vec<Self::Out>>;
     /// The result when the owner could not be reached.
     fn failed(e: KelpError) -> Self::Out;
 }
@@ -86,11 +103,15 @@ impl Op for ProduceItem {
     fn into_msg(items: Vec<Self>, reply: oneshot::Sender<Vec<Self::Out>>) -> ShardMsg {
         ShardMsg::Produce(items, reply)
     }
-    fn run(shard: &Shard, items: Vec<Self>) -> Vec<Self::Out> {
-        items
-            .into_iter()
-            .map(|it| shard.append(&it.topic, it.partition, it.batches))
-            .collect()
+    fn run(shard: &Shard, items: Vec<Self>) -> LocalBoxFuture<'_, Vec<Self::Out>> {
+        // Partitions are written concurrently; their syncs overlap.
+        Box::pin(futures::future::join_all(items.into_iter().map(
+            |it| async move {
+                shard
+                    .append(&it.topic, it.partition, it.batches, it.acks)
+                    .await
+            },
+        )))
     }
     fn failed(e: KelpError) -> Self::Out {
         Err(e)
@@ -105,14 +126,10 @@ impl Op for ReadItem {
     fn into_msg(items: Vec<Self>, reply: oneshot::Sender<Vec<Self::Out>>) -> ShardMsg {
         ShardMsg::Read(items, reply)
     }
-    fn run(shard: &Shard, items: Vec<Self>) -> Vec<Self::Out> {
-        items
-            .iter()
-            .map(|it| {
-                shard
-                    .with_partition(&it.topic, it.partition, |p| p.read(it.offset, it.max_bytes))?
-            })
-            .collect()
+    fn run(shard: &Shard, items: Vec<Self>) -> LocalBoxFuture<'_, Vec<Self::Out>> {
+        Box::pin(futures::future::join_all(
+            items.into_iter().map(|it| shard.read(it)),
+        ))
     }
     fn failed(e: KelpError) -> Self::Out {
         Err(e)
@@ -127,15 +144,31 @@ impl Op for OffsetsItem {
     fn into_msg(items: Vec<Self>, reply: oneshot::Sender<Vec<Self::Out>>) -> ShardMsg {
         ShardMsg::ListOffsets(items, reply)
     }
-    fn run(shard: &Shard, items: Vec<Self>) -> Vec<Self::Out> {
-        items
-            .iter()
-            .map(|it| {
-                shard.with_partition(&it.topic, it.partition, |p| {
-                    p.offset_for_timestamp(it.timestamp)
-                })
-            })
-            .collect()
+    fn run(shard: &Shard, items: Vec<Self>) -> LocalBoxFuture<'_, Vec<Self::Out>> {
+        Box::pin(futures::future::join_all(
+            items.into_iter().map(|it| shard.list_offset(it)),
+        ))
+    }
+    fn failed(e: KelpError) -> Self::Out {
+        Err(e)
+    }
+}
+
+impl Op for DeleteRecordsItem {
+    type Out = DeleteRecordsOut;
+    fn key(&self) -> (&str, i32) {
+        (&self.topic, self.partition)
+    }
+    fn into_msg(items: Vec<Self>, reply: oneshot::Sender<Vec<Self::Out>>) -> ShardMsg {
+        ShardMsg::DeleteRecords(items, reply)
+    }
+    fn run(shard: &Shard, items: Vec<Self>) -> LocalBoxFuture<'_, Vec<Self::Out>> {
+        Box::pin(async move {
+            items
+                .iter()
+                .map(|it| shard.delete_records(&it.topic, it.partition, it.offset))
+                .collect()
+        })
     }
     fn failed(e: KelpError) -> Self::Out {
         Err(e)

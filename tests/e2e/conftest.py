@@ -21,6 +21,7 @@ import os
 import pathlib
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -51,17 +52,30 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_port(port, proc, timeout=15.0):
+def answers_api_versions(port, timeout=0.5):
+    """True when a broker on the port answers an ApiVersions v0 request. A bare connect is not
+    enough: right after a restart the old process's listener can still accept connections
+    (io_uring teardown) without anyone serving them."""
+    req = struct.pack(">hhih", 18, 0, 1, -1)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            s.sendall(struct.pack(">i", len(req)) + req)
+            head = s.recv(8)
+            return len(head) == 8 and struct.unpack(">ii", head)[1] == 1
+    except OSError:
+        return False
+
+
+def wait_port(port, proc, timeout=25.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"kelp exited early with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"kelp did not listen on {port} within {timeout}s")
+        if answers_api_versions(port):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"kelp did not serve on {port} within {timeout}s")
 
 
 def default_cores():

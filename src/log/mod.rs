@@ -1,0 +1,83 @@
+//! The embedded durable log (`--storage local`): per-partition segment files of raw record
+//! batches under `<data-dir>/topics/<topic>-<partition>/`, sparse indexes, group commit,
+//! recovery, retention, and the durable metadata and group offsets stores.
+//!
+//! Layout and fsync policy: docs/storage.md. Owned by the shards (each opens only the
+//! partitions it owns); calls glommio for file I/O and `record/` for batch headers.
+//! `partition/` keeps the cache and offsets and calls into [`PartitionLog`].
+
+pub mod appender;
+pub mod index;
+pub mod meta;
+pub mod offsets_store;
+pub mod partition_log;
+pub mod recovery;
+pub mod retention;
+pub mod scan;
+pub mod segment;
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+pub use partition_log::{PartitionLog, RollSettings, Ticket};
+
+/// Failures of the durable log.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum LogError {
+    #[error("log write failed: {0}")]
+    Write(String),
+    #[error("log read failed: {0}")]
+    Read(String),
+    #[error("log recovery failed: {0}")]
+    Recovery(String),
+    #[error("data directory {path}: {reason}")]
+    DataDir { path: String, reason: String },
+}
+
+/// Directory of one partition's segments.
+pub fn partition_dir(data_dir: &Path, topic: &str, partition: i32) -> PathBuf {
+    topics_dir(data_dir).join(format!("{topic}-{partition}"))
+}
+
+/// Parent of every partition directory.
+pub fn topics_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("topics")
+}
+
+/// Directory of the metadata and group offsets files.
+pub fn meta_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("meta")
+}
+
+/// fsync of a directory, so entries created or renamed in it survive a crash.
+pub async fn sync_dir(dir: &Path) -> Result<(), LogError> {
+    let d = glommio::io::Directory::open(dir)
+        .await
+        .map_err(|e| LogError::Write(format!("opening directory {}: {e}", dir.display())))?;
+    d.sync()
+        .await
+        .map_err(|e| LogError::Write(format!("syncing directory {}: {e}", dir.display())))?;
+    let _ = d.close().await;
+    Ok(())
+}
+
+/// Creates the data directory layout and proves it writable, before any shard starts: a
+/// broker that cannot write must fail at start, not at the first produce.
+pub fn prepare_data_dir(data_dir: &Path) -> Result<(), LogError> {
+    let fail = |p: &Path, e: std::io::Error| LogError::DataDir {
+        path: p.display().to_string(),
+        reason: e.to_string(),
+    };
+    for d in [
+        data_dir.to_path_buf(),
+        topics_dir(data_dir),
+        meta_dir(data_dir),
+    ] {
+        std::fs::create_dir_all(&d).map_err(|e| fail(&d, e))?;
+    }
+    let probe = meta_dir(data_dir).join(".write-probe");
+    std::fs::write(&probe, b"kelp").map_err(|e| fail(&probe, e))?;
+    std::fs::remove_file(&probe).map_err(|e| fail(&probe, e))?;
+    Ok(())
+}

@@ -1,0 +1,504 @@
+//! The durable log of one partition: its segments, the queue of batches waiting to be
+//! written, and group commit.
+//!
+//! Offsets are assigned by `partition/` before batches are queued here, so the log only
+//! preserves their order. A single writer at a time (whichever waiting produce finds the log
+//! idle) drains the whole queue into the active segment in one DMA write, rolls segments by
+//! size and age, and — under `--fsync always`, when a durable waiter asked — issues one
+//! fdatasync for everything written so far. Appends that arrive during a write or sync are
+//! taken by the writer's next round: that is the group commit. A failed write or sync fails
+//! every queued append (they see a new generation) and never acknowledges them.
+//! Lives on the owning shard only; calls [`super::segment`] and [`super::scan`].
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::scan::{scan, Stop};
+use super::segment::{self, Segment};
+use super::LogError;
+use crate::config::FsyncPolicy;
+use crate::record::batch::{first_offset_at_or_after, BatchHeader};
+
+/// Roll settings of the partition's topic at the time of an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RollSettings {
+    pub segment_bytes: u64,
+    pub segment_ms: u64,
+}
+
+/// What an append waits for: written (or synced) past `target` in generation `gen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    pub gen: u64,
+    pub target: i64,
+}
+
+struct State {
+    segments: BTreeMap<i64, Segment>,
+    pending: Vec<(BatchHeader, Bytes)>,
+    roll: RollSettings,
+    writing: bool,
+    /// Offset after the last batch written to a segment.
+    written_end: i64,
+    /// Offset after the last batch known to be on stable storage.
+    synced_end: i64,
+    /// Largest target a durable waiter asked to be synced.
+    want_sync: i64,
+    /// Bumped by every failed write: queued appends of older generations failed.
+    gen: u64,
+    error: Option<String>,
+}
+
+/// One partition's segments on the owning shard.
+pub struct PartitionLog {
+    dir: PathBuf,
+    policy: FsyncPolicy,
+    st: RefCell<State>,
+    changed: event_listener::Event,
+}
+
+/// Bytes read per cold-read or scan step.
+const READ_CHUNK: usize = 1 << 20;
+
+impl PartitionLog {
+    /// A log in `dir` with recovered `segments` (none for a new partition: the directory
+    /// and first segment are created by the first write).
+    pub fn new(
+        dir: PathBuf,
+        policy: FsyncPolicy,
+        segments: Vec<Segment>,
+        roll: RollSettings,
+    ) -> Self {
+        let end = segments.last().map_or(0, |s| s.next_offset);
+        PartitionLog {
+            dir,
+            policy,
+            st: RefCell::new(State {
+                segments: segments.into_iter().map(|s| (s.base, s)).collect(),
+                pending: Vec::new(),
+                roll,
+                writing: false,
+                written_end: end,
+                synced_end: end,
+                want_sync: end,
+                gen: 0,
+                error: None,
+            }),
+            changed: event_listener::Event::new(),
+        }
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Offset after the last written batch.
+    pub fn written_end(&self) -> i64 {
+        self.st.borrow().written_end
+    }
+
+    /// Current generation (changes when a write fails).
+    pub fn generation(&self) -> u64 {
+        self.st.borrow().gen
+    }
+
+    /// Bytes in all segments.
+    pub fn size(&self) -> u64 {
+        self.st.borrow().segments.values().map(|s| s.size).sum()
+    }
+
+    /// Number of segments.
+    pub fn segment_count(&self) -> usize {
+        self.st.borrow().segments.len()
+    }
+
+    /// Queues batches (offsets assigned, in order) for the writer.
+    pub fn enqueue(&self, batches: Vec<(BatchHeader, Bytes)>, roll: RollSettings) -> Ticket {
+        let mut s = self.st.borrow_mut();
+        s.roll = roll;
+        let target = batches
+            .last()
+            .map(|(h, _)| h.last_offset() + 1)
+            .unwrap_or(s.written_end);
+        s.pending.extend(batches);
+        Ticket { gen: s.gen, target }
+    }
+
+    /// A ticket that completes once everything queued so far is written (for duplicates of
+    /// batches that may still be queued).
+    pub fn ticket_for_all(&self, reserved_end: i64) -> Ticket {
+        let s = self.st.borrow();
+        Ticket {
+            gen: s.gen,
+            target: reserved_end,
+        }
+    }
+
+    /// Waits until the ticket's batches are written, and synced when `durable` and the
+    /// policy is `always`. Becomes the writer when none is running.
+    pub async fn wait(&self, t: Ticket, durable: bool) -> Result<(), LogError> {
+        let durable = durable && self.policy == FsyncPolicy::Always;
+        if durable {
+            let mut s = self.st.borrow_mut();
+            s.want_sync = s.want_sync.max(t.target);
+        }
+        loop {
+            let listener = self.changed.listen();
+            let writer_busy = {
+                let s = self.st.borrow();
+                let end = if durable { s.synced_end } else { s.written_end };
+                if end >= t.target {
+                    return Ok(());
+                }
+                if s.gen != t.gen {
+                    return Err(LogError::Write(
+                        s.error.clone().unwrap_or_else(|| "write failed".into()),
+                    ));
+                }
+                s.writing
+            };
+            if writer_busy {
+                listener.await;
+            } else {
+                self.write_round().await;
+            }
+        }
+    }
+
+    async fn write_round(&self) {
+        self.st.borrow_mut().writing = true;
+        let res = self.write_loop().await;
+        {
+            let mut s = self.st.borrow_mut();
+            s.writing = false;
+            if let Err(e) = res {
+                tracing::error!(dir = %self.dir.display(), error = %e, "log write failed; failing queued appends");
+                s.gen += 1;
+                s.pending.clear();
+                s.want_sync = s.synced_end;
+                s.error = Some(e.to_string());
+            }
+        }
+        self.changed.notify(usize::MAX);
+    }
+
+    async fn write_loop(&self) -> Result<(), LogError> {
+        loop {
+            let (batches, roll) = {
+                let mut s = self.st.borrow_mut();
+                (std::mem::take(&mut s.pending), s.roll)
+            };
+            if !batches.is_empty() {
+                self.write_batches(batches, roll).await?;
+                // acks=1 waiters can go now; durable ones wait for the sync below.
+                self.changed.notify(usize::MAX);
+            }
+            let sync_to = {
+                let s = self.st.borrow();
+                (s.want_sync > s.synced_end).then_some(s.written_end)
+            };
+            match sync_to {
+                Some(end) => {
+                    self.sync_active().await?;
+                    self.st.borrow_mut().synced_end = end;
+                    self.changed.notify(usize::MAX);
+                }
+                None if self.st.borrow().pending.is_empty() => return Ok(()),
+                None => {}
+            }
+        }
+    }
+
+    /// fdatasync of the active segment (sealed ones were synced when sealed).
+    pub async fn sync_active(&self) -> Result<(), LogError> {
+        let file = self
+            .st
+            .borrow()
+            .segments
+            .values()
+            .next_back()
+            .and_then(Segment::dma);
+        if let Some(f) = file {
+            f.fdatasync().await.map_err(|e| {
+                LogError::Write(format!("fdatasync in {}: {e}", self.dir.display()))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Syncs everything written when the policy is `interval` (called by the shard timer).
+    pub async fn sync_if_dirty(&self) -> Result<(), LogError> {
+        let end = {
+            let s = self.st.borrow();
+            if s.written_end <= s.synced_end || s.writing {
+                return Ok(());
+            }
+            s.written_end
+        };
+        self.sync_active().await?;
+        let mut s = self.st.borrow_mut();
+        s.synced_end = s.synced_end.max(end);
+        Ok(())
+    }
+
+    async fn write_batches(
+        &self,
+        batches: Vec<(BatchHeader, Bytes)>,
+        roll: RollSettings,
+    ) -> Result<(), LogError> {
+        let mut i = 0;
+        while i < batches.len() {
+            let must_roll = {
+                let s = self.st.borrow();
+                match s.segments.values().next_back() {
+                    None => true,
+                    Some(seg) => {
+                        !seg.is_active()
+                            || (seg.size > 0
+                                && (seg.size + batches[i].1.len() as u64 > roll.segment_bytes
+                                    || seg.opened.elapsed()
+                                        >= Duration::from_millis(roll.segment_ms)))
+                    }
+                }
+            };
+            if must_roll {
+                self.roll_to(batches[i].0.base_offset).await?;
+            }
+            let mut appender = {
+                let mut s = self.st.borrow_mut();
+                s.segments
+                    .values_mut()
+                    .next_back()
+                    .and_then(Segment::take_appender)
+                    .ok_or_else(|| LogError::Write("no active segment".into()))?
+            };
+            let mut parts = Vec::new();
+            let mut written = Vec::new();
+            let mut pos = appender.len();
+            while i < batches.len() {
+                let (h, data) = &batches[i];
+                if !parts.is_empty() && pos + data.len() as u64 > roll.segment_bytes {
+                    break;
+                }
+                parts.push(data.clone());
+                written.push((*h, pos));
+                pos += data.len() as u64;
+                i += 1;
+            }
+            let res = appender.append(&parts).await;
+            let mut s = self.st.borrow_mut();
+            let ok = res.is_ok();
+            if let Some(seg) = s.segments.values_mut().next_back() {
+                seg.put_appender(appender, if ok { &written } else { &[] });
+            }
+            res.map_err(|e| LogError::Write(e.to_string()))?;
+            if let Some((h, _)) = written.last() {
+                s.written_end = h.last_offset() + 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one at `base`.
+    async fn roll_to(&self, base: i64) -> Result<(), LogError> {
+        tracing::debug!(dir = %self.dir.display(), base, "rolling to a new segment");
+        let sync = self.policy != FsyncPolicy::Never;
+        let sealing = self
+            .st
+            .borrow_mut()
+            .segments
+            .values_mut()
+            .next_back()
+            .and_then(Segment::begin_seal);
+        if let Some(job) = sealing {
+            job.finish(sync)
+                .await
+                .map_err(|e| LogError::Write(format!("sealing a segment: {e}")))?;
+        }
+        let fresh = self.st.borrow().segments.is_empty();
+        if fresh {
+            std::fs::create_dir_all(&self.dir)
+                .map_err(|e| LogError::Write(format!("creating {}: {e}", self.dir.display())))?;
+        }
+        let seg = Segment::create(&self.dir, base)
+            .await
+            .map_err(|e| LogError::Write(e.to_string()))?;
+        if sync {
+            // The new file's directory entry must survive a crash too.
+            super::sync_dir(&self.dir).await?;
+            if fresh {
+                if let Some(parent) = self.dir.parent() {
+                    super::sync_dir(parent).await?;
+                }
+            }
+        }
+        self.st.borrow_mut().segments.insert(base, seg);
+        Ok(())
+    }
+
+    /// Whole batches from the one containing `offset`, below `hw`, up to `max_bytes` (at
+    /// least one batch: Kafka's first-batch rule), from a single segment.
+    pub async fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        hw: i64,
+    ) -> Result<Vec<Bytes>, LogError> {
+        let found = {
+            let s = self.st.borrow();
+            let seg = s
+                .segments
+                .range(..=offset)
+                .next_back()
+                .map(|(_, seg)| seg)
+                .filter(|seg| offset < seg.next_offset)
+                .or_else(|| s.segments.range(offset + 1..).next().map(|(_, seg)| seg));
+            seg.map(|seg| (seg.file(), seg.position_for(offset), seg.size))
+        };
+        let Some((file, mut pos, size)) = found else {
+            return Ok(Vec::new());
+        };
+        let mut chunk = (max_bytes.saturating_add(2 * super::index::INDEX_INTERVAL as usize))
+            .clamp(64 * 1024, READ_CHUNK);
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        while pos < size {
+            let len = chunk.min((size - pos) as usize);
+            let data = segment::read(&file, pos, len)
+                .await
+                .map_err(|e| LogError::Read(e.to_string()))?;
+            let (batches, stop) = scan(&data, -1, false);
+            for f in batches {
+                let h = f.header;
+                if h.last_offset() < offset {
+                    continue;
+                }
+                if h.base_offset >= hw {
+                    return Ok(out);
+                }
+                if !out.is_empty() && bytes + h.total_len() > max_bytes {
+                    return Ok(out);
+                }
+                bytes += h.total_len();
+                out.push(data.slice(f.pos..f.pos + h.total_len()));
+                if bytes >= max_bytes {
+                    return Ok(out);
+                }
+            }
+            match stop {
+                Stop::NeedMore { pos: p, total } if data.len() == len => {
+                    pos += p as u64;
+                    chunk = chunk.max(total);
+                }
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// ListOffsets by timestamp on the segments: (timestamp, offset) of the first record with
+    /// timestamp >= `ts` at or after `from`, if any.
+    pub async fn find_timestamp(
+        &self,
+        ts: i64,
+        from: i64,
+        hw: i64,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        let starts: Vec<i64> = {
+            let s = self.st.borrow();
+            s.segments
+                .values()
+                .filter(|seg| seg.next_offset > from && seg.index.max_timestamp() >= ts)
+                .map(|seg| {
+                    let rel = seg.index.offset_for_time(ts).unwrap_or(0);
+                    (seg.base + i64::from(rel)).max(from)
+                })
+                .collect()
+        };
+        for mut at in starts {
+            loop {
+                let batches = self.read(at, READ_CHUNK, hw).await?;
+                let Some(last) = batches.last() else { break };
+                let next = crate::record::batch::BatchHeader::parse(last)
+                    .map(|h| h.last_offset() + 1)
+                    .map_err(|e| LogError::Read(e.to_string()))?;
+                for b in &batches {
+                    let Ok(h) = BatchHeader::parse(b) else {
+                        continue;
+                    };
+                    if h.max_timestamp >= ts {
+                        if let Some((off, found_ts)) = first_offset_at_or_after(b, ts) {
+                            if off >= from {
+                                return Ok(Some((found_ts, off)));
+                            }
+                        }
+                    }
+                }
+                if next <= at {
+                    break;
+                }
+                at = next;
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deletes sealed segments wholly below `offset` (the active segment always stays).
+    /// Returns the bytes deleted.
+    pub fn delete_below(&self, offset: i64) -> u64 {
+        let mut s = self.st.borrow_mut();
+        if s.writing {
+            // A seal may be in flight; retention runs again on the next tick.
+            return 0;
+        }
+        let doomed: Vec<i64> = s
+            .segments
+            .values()
+            .filter(|seg| !seg.is_active() && seg.next_offset <= offset)
+            .map(|seg| seg.base)
+            .collect();
+        let mut freed = 0;
+        for base in doomed {
+            if let Some(seg) = s.segments.remove(&base) {
+                seg.remove_files();
+                freed += seg.size;
+            }
+        }
+        freed
+    }
+
+    /// Sealed segments oldest first: (base, next offset, size, max timestamp).
+    pub fn sealed_segments(&self) -> Vec<(i64, i64, u64, i64)> {
+        self.st
+            .borrow()
+            .segments
+            .values()
+            .filter(|seg| !seg.is_active())
+            .map(|seg| {
+                (
+                    seg.base,
+                    seg.next_offset,
+                    seg.size,
+                    seg.index.max_timestamp(),
+                )
+            })
+            .collect()
+    }
+
+    /// Removes the whole partition directory (topic deleted).
+    pub fn remove_all(&self) {
+        let mut s = self.st.borrow_mut();
+        s.segments.clear();
+        s.pending.clear();
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "could not delete partition directory");
+            }
+        }
+    }
+}

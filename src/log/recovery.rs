@@ -1,0 +1,277 @@
+//! Start-up recovery of one partition directory.
+//!
+//! Scans every segment in offset order, checking each batch (length, magic, CRC, offsets
+//! moving forward); rebuilds the in-memory indexes, the next offset and the idempotent
+//! producer state from the batch headers. The first damaged byte ends the log: a torn or
+//! corrupt tail of the last segment is cut (by reopening it for append at the intact length);
+//! damage inside an older segment cuts that segment and drops the later ones, because offsets
+//! must stay contiguous. Calls [`super::scan`] and [`super::segment`].
+
+use std::path::{Path, PathBuf};
+
+use glommio::io::BufferedFile;
+
+use super::index::SegmentIndex;
+use super::partition_log::{PartitionLog, RollSettings};
+use super::scan::{scan, Stop};
+use super::segment::{self, parse_log_name, Segment};
+use super::LogError;
+use crate::config::FsyncPolicy;
+use crate::partition::producer_state::ProducerStates;
+use crate::record::batch::BatchHeader;
+
+/// Bytes read per scan step.
+const SCAN_CHUNK: usize = 1 << 20;
+
+/// File holding the log start offset moved by DeleteRecords (decimal text).
+pub const LOG_START_FILE: &str = "log-start-offset";
+
+/// A recovered partition.
+pub struct Recovered {
+    pub log: PartitionLog,
+    pub log_start: i64,
+    pub next_offset: i64,
+    /// (largest batch max timestamp, base offset of that batch), or (-1, -1).
+    pub max_timestamp: (i64, i64),
+    pub producers: ProducerStates,
+}
+
+/// Result of scanning one segment file.
+struct Scanned {
+    index: SegmentIndex,
+    valid_len: u64,
+    file_len: u64,
+    next_offset: i64,
+    /// Whether everything past `valid_len` is zero padding (a DMA tail block), not damage.
+    padding_only: bool,
+}
+
+async fn scan_segment(
+    path: &Path,
+    base: i64,
+    on_batch: &mut dyn FnMut(&BatchHeader),
+) -> Result<Scanned, LogError> {
+    let io = |e: std::io::Error| LogError::Recovery(format!("{}: {e}", path.display()));
+    let file = BufferedFile::open(path)
+        .await
+        .map_err(|e| LogError::Recovery(format!("opening {}: {e}", path.display())))?;
+    let file_len = std::fs::metadata(path)
+        .map_err(|e| LogError::Recovery(format!("{}: {e}", path.display())))?
+        .len();
+    let mut index = SegmentIndex::default();
+    let mut pos = 0u64;
+    let mut expect = base;
+    let mut chunk = SCAN_CHUNK;
+    let mut padding_only = true;
+    while pos < file_len {
+        let len = chunk.min((file_len - pos) as usize);
+        let data = segment::read(&file, pos, len).await.map_err(io)?;
+        let (found, stop) = scan(&data, expect, true);
+        let mut consumed = 0usize;
+        for f in &found {
+            let h = f.header;
+            index.on_batch(
+                (h.base_offset - base) as u32,
+                pos + f.pos as u64,
+                h.max_timestamp,
+            );
+            on_batch(&h);
+            expect = h.last_offset() + 1;
+            consumed = f.pos + h.total_len();
+        }
+        match stop {
+            Stop::End => pos += data.len() as u64,
+            Stop::NeedMore { pos: p, total }
+                if data.len() == len && pos + (len as u64) < file_len =>
+            {
+                pos += p as u64;
+                chunk = chunk.max(total);
+            }
+            Stop::NeedMore { .. } => {
+                pos += consumed as u64;
+                padding_only = data[consumed..].iter().all(|&b| b == 0);
+                tracing::warn!(path = %path.display(), at = pos, "torn batch at the end of a segment");
+                break;
+            }
+            Stop::Corrupt { pos: p, why } => {
+                pos += p as u64;
+                // Zero padding after the last batch is how a DMA tail block ends: not noise.
+                padding_only = data[p..].iter().all(|&b| b == 0);
+                if !padding_only {
+                    tracing::warn!(path = %path.display(), at = pos, why, "damaged batch in a segment");
+                }
+                break;
+            }
+        }
+    }
+    let _ = file.close().await;
+    Ok(Scanned {
+        index,
+        valid_len: pos.min(file_len),
+        file_len,
+        next_offset: expect,
+        padding_only,
+    })
+}
+
+/// Recovers the partition in `dir` (which exists).
+pub async fn recover(
+    dir: PathBuf,
+    policy: FsyncPolicy,
+    roll: RollSettings,
+) -> Result<Recovered, LogError> {
+    let entries = std::fs::read_dir(&dir)
+        .map_err(|e| LogError::Recovery(format!("listing {}: {e}", dir.display())))?;
+    let mut bases: Vec<i64> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(parse_log_name))
+        .collect();
+    bases.sort_unstable();
+
+    let mut producers = ProducerStates::default();
+    let mut max_ts = (-1i64, -1i64);
+    let mut segments = Vec::new();
+    let mut next = bases.first().copied().unwrap_or(0);
+    let mut cut = false;
+    for (i, &base) in bases.iter().enumerate() {
+        let path = dir.join(segment::log_name(base));
+        if cut || base < next {
+            tracing::warn!(path = %path.display(), "dropping a segment after damage in an earlier one");
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        let mut on_batch = |h: &BatchHeader| {
+            producers.record(h);
+            if h.max_timestamp > max_ts.0 {
+                max_ts = (h.max_timestamp, h.base_offset);
+            }
+        };
+        let sc = scan_segment(&path, base, &mut on_batch).await?;
+        let last = i + 1 == bases.len();
+        if sc.valid_len < sc.file_len {
+            if !last && sc.padding_only {
+                // A sealed segment whose trim did not happen: cut the padding, keep going.
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|f| f.set_len(sc.valid_len))
+                    .map_err(|e| LogError::Recovery(format!("{}: {e}", path.display())))?;
+            } else if sc.padding_only {
+                tracing::debug!(path = %path.display(), to = sc.valid_len, "cutting DMA padding");
+            } else {
+                cut = !last;
+                tracing::warn!(
+                    path = %path.display(),
+                    from = sc.file_len,
+                    to = sc.valid_len,
+                    "truncating a damaged segment tail"
+                );
+            }
+        }
+        next = sc.next_offset;
+        // The last intact segment stays active; truncation happens as it is reopened.
+        let active = last || cut;
+        let seg = Segment::reopen(path, base, sc.valid_len, sc.next_offset, sc.index, active)
+            .await
+            .map_err(|e| LogError::Recovery(e.to_string()))?;
+        segments.push(seg);
+    }
+    let first = segments.first().map_or(0, |s| s.base);
+    let log_start = std::fs::read_to_string(dir.join(LOG_START_FILE))
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .map_or(first, |ls| ls.clamp(first, next));
+    Ok(Recovered {
+        log: PartitionLog::new(dir, policy, segments, roll),
+        log_start,
+        next_offset: next,
+        max_timestamp: max_ts,
+        producers,
+    })
+}
+
+/// Topic and partition of a partition directory name `<topic>-<partition>`.
+pub fn parse_dir_name(name: &str) -> Option<(String, i32)> {
+    let (t, p) = name.rsplit_once('-')?;
+    let p: i32 = p.parse().ok()?;
+    (!t.is_empty() && p >= 0).then(|| (t.to_string(), p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::partition_log::RollSettings;
+    use crate::record::batch::tests::make_batch;
+    use crate::record::ValidatedBatches;
+
+    fn batches(base: i64, n: usize) -> Vec<(BatchHeader, bytes::Bytes)> {
+        let mut out = Vec::new();
+        let mut next = base;
+        for _ in 0..n {
+            let v = ValidatedBatches::validate(make_batch(3, 100), 1 << 20).unwrap();
+            for (h, b) in v.assign_offsets(next) {
+                next = h.last_offset() + 1;
+                out.push((h, b));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn write_roll_read_recover_and_truncate_torn_tail() {
+        let dir = std::env::temp_dir().join(format!("kelp-log-{}", uuid::Uuid::new_v4()));
+        let roll = RollSettings {
+            segment_bytes: 1000,
+            segment_ms: u64::MAX,
+        };
+        let d = dir.clone();
+        glommio::LocalExecutor::default().run(async move {
+            let log = PartitionLog::new(d.clone(), FsyncPolicy::Always, Vec::new(), roll);
+            let all = batches(0, 40);
+            let originals: Vec<_> = all.iter().map(|(_, b)| b.clone()).collect();
+            for chunk in all.chunks(7) {
+                let t = log.enqueue(chunk.to_vec(), roll);
+                log.wait(t, true).await.unwrap();
+            }
+            assert_eq!(log.written_end(), 120);
+            assert!(log.segment_count() > 1, "segments roll by size");
+            // Reads return the batches byte-identical, from any offset inside a batch.
+            let mut got = Vec::new();
+            let mut at = 0;
+            while at < 120 {
+                let r = log.read(at, 300, 120).await.unwrap();
+                assert!(!r.is_empty());
+                for b in r {
+                    at = BatchHeader::parse(&b).unwrap().last_offset() + 1;
+                    got.push(b);
+                }
+            }
+            assert_eq!(got, originals);
+            assert_eq!(log.read(61, 1, 120).await.unwrap()[0], originals[20]);
+            drop(log);
+
+            // Recovery finds everything; then a torn last batch is cut off.
+            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            assert_eq!(r.next_offset, 120);
+            drop(r);
+            let mut segs: Vec<_> = std::fs::read_dir(&d)
+                .unwrap()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect();
+            segs.sort();
+            let last = segs.last().unwrap();
+            let len = std::fs::metadata(last).unwrap().len();
+            let f = std::fs::OpenOptions::new().write(true).open(last).unwrap();
+            f.set_len(len - 5).unwrap();
+            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            assert_eq!(r.next_offset, 117);
+            // Appends continue right after the intact prefix.
+            let t = r.log.enqueue(batches(117, 1), roll);
+            r.log.wait(t, true).await.unwrap();
+            let back = r.log.read(117, 1 << 20, 120).await.unwrap();
+            assert_eq!(BatchHeader::parse(&back[0]).unwrap().base_offset, 117);
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
