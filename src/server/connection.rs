@@ -24,7 +24,24 @@ const SLOW_REQUEST: std::time::Duration = std::time::Duration::from_secs(2);
 /// Smallest read issued: enough for many small pipelined requests per syscall.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Accepts connections on this shard's listener forever.
+thread_local! {
+    /// Client sockets open on this shard's thread, so shutdown can close them.
+    static OPEN: std::cell::RefCell<std::collections::HashSet<std::os::unix::io::RawFd>> =
+        Default::default();
+}
+
+/// Shuts down every client socket of this shard (both directions), ending their tasks.
+pub fn close_all() {
+    OPEN.with(|open| {
+        for fd in open.borrow().iter() {
+            // SAFETY: the fd is owned by a live connection task on this thread; shutdown(2)
+            // neither closes nor invalidates it.
+            unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
+        }
+    });
+}
+
+/// Accepts connections on this shard's listener until the future is dropped.
 pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
     loop {
         let stream = match listener.accept().await {
@@ -45,6 +62,8 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
             continue;
         }
         let _ = stream.set_nodelay(true);
+        let fd = std::os::unix::io::AsRawFd::as_raw_fd(&stream);
+        OPEN.with(|o| o.borrow_mut().insert(fd));
         let shard = shard.clone();
         glommio::spawn_local(async move {
             shard.connections.set(shard.connections.get() + 1);
@@ -57,6 +76,7 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
                 }
                 Err(e) => tracing::warn!(%peer, shard = shard.id, error = %e, "closing connection"),
             }
+            OPEN.with(|o| o.borrow_mut().remove(&fd));
             shard.connections.set(shard.connections.get() - 1);
             shard.stats.connections.fetch_sub(1, Ordering::Relaxed);
         })

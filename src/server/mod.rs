@@ -2,6 +2,7 @@
 //! them, and on each core a SO_REUSEPORT listener whose connections that core serves.
 
 pub mod connection;
+pub mod shutdown;
 pub mod writev;
 
 use std::rc::Rc;
@@ -41,6 +42,21 @@ pub fn shard_cores(config: &Config) -> anyhow::Result<Vec<usize>> {
     Ok(cores)
 }
 
+/// A shard's listener: SO_REUSEPORT so every shard binds the same address, and SO_REUSEADDR
+/// (glommio's own bind omits it) so a restart can bind while the previous process's
+/// connections still linger in FIN_WAIT/TIME_WAIT.
+fn bind_listener(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::os::unix::io::{FromRawFd, IntoRawFd};
+    let sk = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sk.set_reuse_address(true)?;
+    sk.set_reuse_port(true)?;
+    sk.bind(&addr.into())?;
+    sk.listen(1024)?;
+    // SAFETY: the fd is a bound, listening TCP socket whose ownership moves to the listener.
+    Ok(unsafe { TcpListener::from_raw_fd(sk.into_raw_fd()) })
+}
+
 /// How long start-up waits for a port still held by a previous process.
 const PORT_WAIT: Duration = Duration::from_secs(10);
 
@@ -71,6 +87,7 @@ fn probe_listen(addr: std::net::SocketAddr) -> anyhow::Result<std::net::TcpListe
 /// Runs the broker until every shard exits (normally never).
 pub fn run(mut config: Config) -> anyhow::Result<()> {
     let cores = shard_cores(&config)?;
+    shutdown::install().context("installing signal handling")?;
     // Fail clearly if the port is taken: SO_REUSEPORT alone would quietly share it with another
     // process. Port 0 picks a free port once, used by every shard.
     let probe = probe_listen(config.listen)?;
@@ -137,7 +154,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                     let _ = ready.send(Err(e));
                     return;
                 }
-                let listener = match TcpListener::bind(config.listen) {
+                let listener = match bind_listener(config.listen) {
                     Ok(l) => l,
                     Err(e) => {
                         let _ = ready.send(Err(anyhow::anyhow!("shard {} bind: {e}", shard.id)));
@@ -151,7 +168,13 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                     glommio::spawn_local(shard.clone().run_retention()).detach();
                     glommio::spawn_local(shard.clone().run_fsync_timer()).detach();
                 }
-                connection::accept_loop(shard, listener).await;
+                let accept = std::pin::pin!(connection::accept_loop(shard.clone(), listener));
+                futures::future::select(accept, std::pin::pin!(shutdown::wait())).await;
+                // Listener dropped with the accept loop; now end the connections and give
+                // their tasks a moment to unwind before the executor (and its ring) goes away.
+                connection::close_all();
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                tracing::debug!(shard = shard.id, "shard stopped");
             })
             .map_err(|e| anyhow::anyhow!("starting the executor on core {core}: {e}"))?;
         handles.push(h);
