@@ -30,7 +30,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KELP = pathlib.Path(os.environ.get("KELP_BIN", ROOT / "target" / "release" / "kelp"))
-STORAGE = os.environ.get("KELP_STORAGE", "memory")
+STORAGE = os.environ.get("KELP_STORAGE", "local")  # the broker default
 EXTERNAL = os.environ.get("KELP_BOOTSTRAP", "").strip()
 REBALANCE_DELAY_MS = 300
 LOG_TAIL_BYTES = 20000
