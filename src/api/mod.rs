@@ -6,6 +6,7 @@
 pub mod api_versions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -13,6 +14,7 @@ pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
@@ -101,6 +103,10 @@ pub async fn dispatch(
         key::INIT_PRODUCER_ID => init_producer_id::handle(&ctx, frame.freeze()).map(Some),
         key::DESCRIBE_CONFIGS => describe_configs::handle(&ctx, frame.freeze()).map(Some),
         key::DESCRIBE_CLUSTER => describe_cluster::handle(&ctx, frame.freeze()).map(Some),
+        key::DELETE_RECORDS => delete_records::handle(&ctx, frame.freeze()).await.map(Some),
+        key::INCREMENTAL_ALTER_CONFIGS => {
+            incremental_alter_configs::handle(&ctx, frame.freeze()).map(Some)
+        }
         key::FIND_COORDINATOR => find_coordinator::handle(&ctx, frame.freeze()).map(Some),
         key::JOIN_GROUP => join_group::handle(&ctx, frame.freeze()).await.map(Some),
         key::SYNC_GROUP => sync_group::handle(&ctx, frame.freeze()).await.map(Some),

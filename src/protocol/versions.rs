@@ -33,6 +33,8 @@ pub mod key {
     pub const DELETE_GROUPS: i16 = 42;
     pub const OFFSET_DELETE: i16 = 47;
     pub const DESCRIBE_CLUSTER: i16 = 60;
+    pub const DELETE_RECORDS: i16 = 21;
+    pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 }
 
 /// Everything ApiVersions advertises, in api key order. Minimums follow Kafka 4 (KIP-896
@@ -185,6 +187,20 @@ pub const SUPPORTED: &[ApiSupport] = &[
         min: 0,
         max: 1,
         first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::DELETE_RECORDS,
+        name: "DeleteRecords",
+        min: 0,
+        max: 2,
+        first_flexible: 2,
+    },
+    ApiSupport {
+        key: key::INCREMENTAL_ALTER_CONFIGS,
+        name: "IncrementalAlterConfigs",
+        min: 0,
+        max: 1,
+        first_flexible: 1,
     },
 ];
 

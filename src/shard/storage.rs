@@ -114,8 +114,7 @@ impl Shard {
             let freed = p.advance_log_start(target);
             Ok((p.log_start_offset(), freed, p.log().cloned()))
         })??;
-        self.cached_bytes
-            .set(self.cached_bytes.get().saturating_sub(freed));
+        self.set_cached(self.cached_bytes.get().saturating_sub(freed));
         if let Some(log) = log {
             checkpoint_log_start(&log, start)?;
             log.delete_below(start);
@@ -215,8 +214,7 @@ impl Shard {
             };
             if let Ok(freed) = self.with_partition(&topic, partition, |p| p.advance_log_start(cut))
             {
-                self.cached_bytes
-                    .set(self.cached_bytes.get().saturating_sub(freed));
+                self.set_cached(self.cached_bytes.get().saturating_sub(freed));
             }
             let deleted = log.delete_below(cut);
             tracing::info!(topic = %topic, partition, log_start = cut, bytes = deleted, "retention deleted segments");

@@ -25,10 +25,7 @@ class LocalBroker(Broker):
     def start(self):
         saved, conftest.STORAGE = conftest.STORAGE, "local"
         try:
-            # A dead kelp's listening socket can outlive it for a while (io_uring tears its
-            # ring down asynchronously and still holds the socket), so a restart moves to a
-            # fresh port; the data directory is what must survive.
-            self.port = conftest.free_port()
+            # Restarts reuse the same port: Kelp must rebind it at once after a crash.
             super().start()
         finally:
             conftest.STORAGE = saved

@@ -1,0 +1,124 @@
+//! IncrementalAlterConfigs (key 44, v0-v1): SET / DELETE / APPEND / SUBTRACT on topic config
+//! overrides, validated like CreateTopics configs; retention and roll settings read them live.
+//! Broker configs are static (command-line flags) and are refused.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_response::{
+    AlterConfigsResourceResponse, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+
+use super::{encoded, sb, RequestContext};
+use crate::cluster::topic_config;
+use crate::error::{code, ConnectionError, KelpError};
+use crate::protocol::Response;
+
+const RESOURCE_TOPIC: i8 = 2;
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+/// The overrides after applying `res`'s operations to `current`.
+fn apply(
+    current: &BTreeMap<String, String>,
+    res: &AlterConfigsResource,
+) -> Result<BTreeMap<String, String>, KelpError> {
+    let mut next = current.clone();
+    for c in &res.configs {
+        let name = c.name.to_string();
+        let def = topic_config::lookup(&name)
+            .ok_or_else(|| KelpError::InvalidConfig(format!("unknown topic config '{name}'")))?;
+        let value = c.value.as_ref().map(|v| v.to_string());
+        let is_list = def.kind == topic_config::ConfigType::List;
+        match c.config_operation {
+            OP_SET => {
+                let v = value
+                    .ok_or_else(|| KelpError::InvalidConfig(format!("null value for '{name}'")))?;
+                topic_config::validate(&name, &v)?;
+                next.insert(name, v);
+            }
+            OP_DELETE => {
+                next.remove(&name);
+            }
+            OP_APPEND | OP_SUBTRACT if is_list => {
+                let base = next.get(&name).map(String::as_str).unwrap_or(def.default);
+                let mut items: Vec<String> = base
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect();
+                for v in value
+                    .iter()
+                    .flat_map(|v| v.split(','))
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                {
+                    if c.config_operation == OP_APPEND {
+                        if !items.iter().any(|i| i == v) {
+                            items.push(v.to_string());
+                        }
+                    } else {
+                        items.retain(|i| i != v);
+                    }
+                }
+                next.insert(name, items.join(","));
+            }
+            OP_APPEND | OP_SUBTRACT => {
+                return Err(KelpError::InvalidConfig(format!(
+                    "'{name}' is not a list config"
+                )))
+            }
+            other => {
+                return Err(KelpError::InvalidRequest(format!(
+                    "unknown config operation {other}"
+                )))
+            }
+        }
+    }
+    Ok(next)
+}
+
+/// Handles an IncrementalAlterConfigs request.
+pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
+    let req: IncrementalAlterConfigsRequest = ctx.decode(body)?;
+    let cluster = &ctx.shard.cluster;
+    let mut resp = IncrementalAlterConfigsResponse::default();
+    for res in &req.resources {
+        let name = res.resource_name.to_string();
+        let outcome = if res.resource_type != RESOURCE_TOPIC {
+            Err(KelpError::InvalidRequest(
+                "only topic configs can be altered; broker configs are command-line flags".into(),
+            ))
+        } else {
+            cluster
+                .topic(&name)
+                .ok_or(KelpError::UnknownTopicOrPartition)
+                .and_then(|meta| apply(&meta.configs, res))
+                .and_then(|next| {
+                    if req.validate_only {
+                        Ok(())
+                    } else {
+                        cluster.set_topic_configs(&name, next)
+                    }
+                })
+        };
+        let mut r = AlterConfigsResourceResponse::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        match outcome {
+            Ok(()) => r.error_code = code::NONE,
+            Err(e) => {
+                tracing::debug!(resource = %name, error = %e, "alter configs refused");
+                r.error_code = e.code();
+                r.error_message = Some(sb(e.to_string()));
+            }
+        }
+        resp.responses.push(r);
+    }
+    encoded(Response::encode(&ctx.header, &resp))
+}
