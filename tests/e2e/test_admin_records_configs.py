@@ -27,11 +27,15 @@ def broker_fast_retention():
             b.log.close()
 
 
-def produce(bs, topic, n, size=100):
+def produce(bs, topic, n, size=100, per_batch=None):
+    """n records; with per_batch, a flush after every per_batch records, so the log gets many
+    small batches (a segment holds whole batches, so only small batches make small segments)."""
     p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0})
     for i in range(n):
         p.produce(topic, key=str(i).encode(), value=b"v" * size)
         p.poll(0)
+        if per_batch and (i + 1) % per_batch == 0:
+            assert p.flush(20) == 0
     assert p.flush(20) == 0
 
 
@@ -102,8 +106,11 @@ def test_incremental_alter_configs_and_runtime_retention(broker_fast_retention):
         alter(admin, topic, ConfigEntry("no.such.config", "1",
                                         incremental_operation=AlterConfigOpType.SET))
     # ~60 KiB in 4 KiB segments, then cap the partition at 8 KiB: old segments go.
-    produce(b.bootstrap, topic, 400, size=150)
+    produce(b.bootstrap, topic, 400, size=150, per_batch=10)
     assert low_high(b.bootstrap, topic) == (0, 400)
+    seg_dir = os.path.join(b.data_dir, "topics", f"{topic}-0")
+    before = [f for f in os.listdir(seg_dir) if f.endswith(".log")]
+    assert len(before) >= 10, before
     alter(admin, topic, ConfigEntry("retention.bytes", "8192",
                                     incremental_operation=AlterConfigOpType.SET))
     deadline = time.time() + 15
@@ -114,7 +121,6 @@ def test_incremental_alter_configs_and_runtime_retention(broker_fast_retention):
             break
         time.sleep(0.3)
     assert 0 < low < 400 and high == 400, (low, high)
-    seg_dir = os.path.join(b.data_dir, "topics", f"{topic}-0")
     logs = [f for f in os.listdir(seg_dir) if f.endswith(".log")]
     total = sum(os.path.getsize(os.path.join(seg_dir, f)) for f in logs)
     assert total <= 8192 + 2 * 4096 + 4096, (total, logs)
