@@ -10,67 +10,52 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// A per-shard family: name, type, help, and how to read one shard's value.
+type Family = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&super::ShardStats) -> String,
+);
+
 /// Renders every metric of every shard.
 pub fn render(reg: &Registry) -> String {
     let shards = reg.shards();
     let mut out = String::with_capacity(4096);
     let labels = |s: &super::ShardStats| format!("shard=\"{}\",core=\"{}\"", s.shard, s.core);
 
-    header(
-        &mut out,
-        "kelp_connections",
-        "gauge",
-        "Open client connections per core.",
-    );
-    for s in &shards {
-        let _ = writeln!(
-            out,
-            "kelp_connections{{{}}} {}",
-            labels(s),
-            s.connections.load(Ordering::Relaxed)
-        );
-    }
-    header(
-        &mut out,
-        "kelp_cache_bytes",
-        "gauge",
-        "Bytes held by the per-core batch cache.",
-    );
-    for s in &shards {
-        let _ = writeln!(
-            out,
-            "kelp_cache_bytes{{{}}} {}",
-            labels(s),
-            s.cache_bytes.load(Ordering::Relaxed)
-        );
-    }
-    header(
-        &mut out,
-        "kelp_produce_bytes_total",
-        "counter",
-        "Record batch bytes appended by Produce.",
-    );
-    for s in &shards {
-        let _ = writeln!(
-            out,
-            "kelp_produce_bytes_total{{{}}} {}",
-            labels(s),
-            s.produce_bytes.load(Ordering::Relaxed)
-        );
-    }
-    header(
-        &mut out,
-        "kelp_fetch_bytes_total",
-        "counter",
-        "Fetch response bytes written.",
-    );
-    for s in &shards {
-        let _ = writeln!(
-            out,
-            "kelp_fetch_bytes_total{{{}}} {}",
-            labels(s),
-            s.fetch_bytes.load(Ordering::Relaxed)
-        );
+    // One sample per shard of a plain gauge or counter.
+    let families: [Family; 4] = [
+        (
+            "kelp_connections",
+            "gauge",
+            "Open client connections per core.",
+            |s| s.connections.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "kelp_cache_bytes",
+            "gauge",
+            "Bytes held by the per-core batch cache.",
+            |s| s.cache_bytes.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "kelp_produce_bytes_total",
+            "counter",
+            "Record batch bytes appended by Produce.",
+            |s| s.produce_bytes.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "kelp_fetch_bytes_total",
+            "counter",
+            "Fetch response bytes written.",
+            |s| s.fetch_bytes.load(Ordering::Relaxed).to_string(),
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        header(&mut out, name, kind, help);
+        for s in &shards {
+            let _ = writeln!(out, "{name}{{{}}} {}", labels(s), value(s));
+        }
     }
     header(
         &mut out,
