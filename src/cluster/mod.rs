@@ -174,13 +174,7 @@ impl Cluster {
             topic_config::validate(k, v)?;
         }
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let old = self
-            .snapshot
-            .load()
-            .topics
-            .get(name)
-            .cloned()
-            .ok_or(KelpError::UnknownTopicOrPartition)?;
+        let old = self.topic(name).ok_or(KelpError::UnknownTopicOrPartition)?;
         let m = Arc::new(TopicMeta {
             configs,
             ..TopicMeta::clone(&old)
@@ -271,13 +265,7 @@ impl Cluster {
     /// Removes a topic from the metadata; shards drop its partitions when told.
     pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicMeta>, KelpError> {
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let meta = self
-            .snapshot
-            .load()
-            .topics
-            .get(name)
-            .cloned()
-            .ok_or(KelpError::UnknownTopicOrPartition)?;
+        let meta = self.topic(name).ok_or(KelpError::UnknownTopicOrPartition)?;
         self.store_and_publish(|s| {
             s.topics.remove(name);
             s.by_id.remove(&meta.id);
