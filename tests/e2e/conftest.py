@@ -17,6 +17,7 @@ Tests take the function-scoped `broker` fixture: `.bootstrap` ("host:port"), `.s
 Every test uses its own fresh topic and group names, so tests do not depend on each other.
 """
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -194,19 +195,26 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"rep_{rep.when}", rep)
 
 
-@pytest.fixture(scope="session")
-def broker_process():
-    if EXTERNAL:
-        yield ExternalBroker(EXTERNAL)
-        return
-    with tempfile.TemporaryDirectory(prefix="kelp-e2e-") as d:
-        b = Broker(d)
+@contextlib.contextmanager
+def running_broker(cls, prefix, extra_args=()):
+    """A started `cls` broker in a fresh temporary data dir, stopped by PID at the end."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as d:
+        b = cls(d, extra_args)
         b.start()
         try:
             yield b
         finally:
             b.stop()
             b.log.close()
+
+
+@pytest.fixture(scope="session")
+def broker_process():
+    if EXTERNAL:
+        yield ExternalBroker(EXTERNAL)
+        return
+    with running_broker(Broker, "kelp-e2e-") as b:
+        yield b
 
 
 @pytest.fixture

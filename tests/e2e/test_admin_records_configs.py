@@ -3,7 +3,6 @@ durable log: the log start moves (and survives a restart), fetching below it is 
 topic config overrides change live and retention.bytes set at runtime deletes old segments."""
 
 import os
-import tempfile
 import time
 import uuid
 
@@ -12,19 +11,14 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic, ResourceType)
 
+from conftest import running_broker
 from test_storage_local import LocalBroker
 
 
 @pytest.fixture
 def broker_fast_retention():
-    with tempfile.TemporaryDirectory(prefix="kelp-admin-") as d:
-        b = LocalBroker(d, extra_args=["--retention-check-ms", "200"])
-        b.start()
-        try:
-            yield b
-        finally:
-            b.stop()
-            b.log.close()
+    with running_broker(LocalBroker, "kelp-admin-", ["--retention-check-ms", "200"]) as b:
+        yield b
 
 
 def produce(bs, topic, n, size=100, per_batch=None):

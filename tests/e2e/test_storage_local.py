@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 import conftest
-from conftest import KELP, Broker
+from conftest import KELP, Broker, running_broker
 
 
 class LocalBroker(Broker):
@@ -39,16 +39,12 @@ class LocalBroker(Broker):
 
 @pytest.fixture
 def local_broker():
-    with tempfile.TemporaryDirectory(prefix="kelp-local-") as d:
-        b = LocalBroker(d, extra_args=["--segment-bytes", "65536"])
-        b.start()
+    with running_broker(LocalBroker, "kelp-local-", ["--segment-bytes", "65536"]) as b:
         try:
             yield b
         finally:
-            b.stop()
-            b.log.close()
             # Shown by pytest when the test fails.
-            print(open(os.path.join(d, "kelp.log"), errors="replace").read()[-3000:])
+            print(open(os.path.join(b.data_dir, "kelp.log"), errors="replace").read()[-3000:])
 
 
 def produce(bootstrap, topic, n, prefix="m"):
