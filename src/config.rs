@@ -16,6 +16,9 @@ pub enum StorageKind {
     Memory,
     /// The embedded durable log: segment files under `<data-dir>/topics/` (see docs/storage.md).
     Local,
+    /// SeaweedMQ: a forwarder thread publishes to SeaweedFS's message queue over gRPC
+    /// (`--seaweedmq-master`); Kafka topic `t` is SeaweedMQ topic `kafka/t`.
+    Seaweedmq,
 }
 
 /// When appended data is flushed to stable storage (`--fsync`).
@@ -136,6 +139,40 @@ pub struct Config {
     /// Largest session timeout a group member may ask for (group.max.session.timeout.ms).
     #[arg(long, default_value_t = 1_800_000)]
     pub group_max_session_timeout_ms: i32,
+
+    /// SeaweedFS master (HTTP address, gRPC on port + 10000, or host:port.grpcport), used
+    /// to find the mq brokers and the filer (`--storage seaweedmq`).
+    #[arg(long)]
+    pub seaweedmq_master: Option<String>,
+
+    /// SeaweedMQ broker gRPC addresses ("host:port,host:port"), instead of asking the master.
+    #[arg(long)]
+    pub seaweedmq_brokers: Option<String>,
+
+    /// SeaweedFS filer (HTTP address, gRPC on port + 10000), instead of asking the master.
+    #[arg(long)]
+    pub seaweedmq_filer: Option<String>,
+
+    /// How long start-up waits for SeaweedMQ to answer, in ms.
+    #[arg(long, default_value_t = 60_000)]
+    pub seaweedmq_connect_timeout_ms: u64,
+
+    /// How often SeaweedMQ's topic list is read into the metadata, in ms.
+    #[arg(long, default_value_t = 5_000)]
+    pub seaweedmq_topic_refresh_ms: u64,
+
+    /// Core the SeaweedMQ forwarder thread is pinned to (default: not pinned).
+    #[arg(long)]
+    pub forwarder_core: Option<usize>,
+
+    /// Most bytes of produced batches in flight to SeaweedMQ; produces beyond it wait.
+    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    pub forwarder_max_inflight_bytes: usize,
+
+    /// Longest a produce waits for SeaweedMQ (also capped by the request's timeout), in ms;
+    /// then it fails with REQUEST_TIMED_OUT, which clients retry.
+    #[arg(long, default_value_t = 30_000)]
+    pub forwarder_timeout_ms: u64,
 
     /// Serve Prometheus metrics (per-core counters and latencies) at http://ADDR/metrics.
     #[arg(long)]

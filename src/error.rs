@@ -42,6 +42,7 @@ pub mod code {
     pub const INVALID_CONFIG: i16 = 40;
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const POLICY_VIOLATION: i16 = 44;
     pub const UNKNOWN_SERVER_ERROR: i16 = -1;
     pub const INVALID_RECORD: i16 = 87;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
@@ -116,6 +117,8 @@ pub enum KelpError {
     InvalidProducerEpoch { got: i16, current: i16 },
     #[error("storage error: {0}")]
     Storage(String),
+    #[error("not allowed: {0}")]
+    PolicyViolation(String),
 }
 
 impl From<crate::log::LogError> for KelpError {
@@ -162,6 +165,7 @@ impl KelpError {
             OutOfOrderSequence { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
             InvalidProducerEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
             Storage(_) => code::KAFKA_STORAGE_ERROR,
+            PolicyViolation(_) => code::POLICY_VIOLATION,
         }
     }
 

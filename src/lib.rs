@@ -11,6 +11,7 @@ pub mod api;
 pub mod cluster;
 pub mod config;
 pub mod error;
+pub mod forwarder;
 pub mod group;
 pub mod log;
 pub mod metrics;

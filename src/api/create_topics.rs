@@ -59,7 +59,7 @@ fn described_configs(meta: &TopicMeta) -> Vec<CreatableTopicConfigs> {
 }
 
 /// Handles a CreateTopics request.
-pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
+pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
     let req: CreateTopicsRequest = ctx.decode(body)?;
     let cluster = &ctx.shard.cluster;
     let mut resp = CreateTopicsResponse::default();
@@ -79,8 +79,14 @@ pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionE
         } else {
             -1
         };
-        let created = partition_count(&t, cluster.node_id)
-            .and_then(|n| cluster.create_topic(&name, n, rf, configs, req.validate_only));
+        let created = match partition_count(&t, cluster.node_id) {
+            Ok(n) => {
+                ctx.shard
+                    .create_topic(&name, n, rf, configs, req.validate_only)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         let mut r = CreatableTopicResult::default().with_name(t.name);
         match created {
             Ok(meta) => {

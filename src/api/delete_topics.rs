@@ -38,7 +38,7 @@ pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, Conne
                 .ok_or(KelpError::UnknownTopicId),
         };
         let outcome = match resolved {
-            Ok(n) => cluster.delete_topic(&n),
+            Ok(n) => ctx.shard.delete_topic(&n).await,
             Err(e) => Err(e),
         };
         let mut r = DeletableTopicResult::default();

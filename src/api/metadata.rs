@@ -44,7 +44,7 @@ fn error_entry(name: Option<&str>, id: uuid::Uuid, err: &KelpError) -> MetadataR
 }
 
 /// Handles a Metadata request.
-pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
+pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
     let req: MetadataRequest = ctx.decode(body)?;
     let v = ctx.header.api_version;
     let cluster = &ctx.shard.cluster;
@@ -63,24 +63,28 @@ pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionE
             all.sort_by(|a, b| a.name.cmp(&b.name));
             all.into_iter().map(|m| topic_entry(m, node)).collect()
         }
-        Some(ts) => ts
-            .iter()
-            .map(|t| match &t.name {
-                Some(name) => match cluster.get_or_auto_create(name.0.as_str(), allow_auto) {
-                    Ok(Some(m)) => topic_entry(&m, node),
-                    Ok(None) => error_entry(
-                        Some(name.0.as_str()),
-                        t.topic_id,
-                        &KelpError::UnknownTopicOrPartition,
-                    ),
-                    Err(e) => error_entry(Some(name.0.as_str()), t.topic_id, &e),
-                },
-                None => match cluster.snapshot().by_id.get(&t.topic_id) {
-                    Some(m) => topic_entry(m, node),
-                    None => error_entry(None, t.topic_id, &KelpError::UnknownTopicId),
-                },
-            })
-            .collect(),
+        Some(ts) => {
+            let mut out = Vec::with_capacity(ts.len());
+            for t in ts {
+                out.push(match &t.name {
+                    Some(name) => match ctx.shard.topic_or_create(name.0.as_str(), allow_auto).await
+                    {
+                        Ok(Some(m)) => topic_entry(&m, node),
+                        Ok(None) => error_entry(
+                            Some(name.0.as_str()),
+                            t.topic_id,
+                            &KelpError::UnknownTopicOrPartition,
+                        ),
+                        Err(e) => error_entry(Some(name.0.as_str()), t.topic_id, &e),
+                    },
+                    None => match cluster.snapshot().by_id.get(&t.topic_id) {
+                        Some(m) => topic_entry(m, node),
+                        None => error_entry(None, t.topic_id, &KelpError::UnknownTopicId),
+                    },
+                });
+            }
+            out
+        }
     };
     let mut resp = MetadataResponse::default();
     resp.brokers = vec![MetadataResponseBroker::default()

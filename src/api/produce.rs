@@ -27,6 +27,8 @@ pub async fn handle(
         None
     };
 
+    // A client's timeout of 0 or less still leaves a moment for the storage engine.
+    let timeout = std::time::Duration::from_millis(req.timeout_ms.max(100) as u64);
     // Per partition: either an early error or an item for its owner, in request order.
     let mut slots: Vec<(usize, i32, Result<usize, KelpError>)> = Vec::new();
     let mut items = Vec::new();
@@ -34,7 +36,7 @@ pub async fn handle(
     for (ti, topic) in req.topics.into_iter().enumerate() {
         let meta = match &request_error {
             Some(e) => Err(e.clone()),
-            None => match ctx.shard.cluster.get_or_auto_create(&topic.name, true) {
+            None => match ctx.shard.topic_or_create(&topic.name, true).await {
                 Ok(Some(m)) => Ok(m),
                 Ok(None) => Err(KelpError::UnknownTopicOrPartition),
                 Err(e) => Err(e),
@@ -52,6 +54,7 @@ pub async fn handle(
                     partition: p.index,
                     batches,
                     acks: req.acks,
+                    timeout,
                 });
                 Ok(items.len() - 1)
             });

@@ -262,6 +262,63 @@ impl Cluster {
         }
     }
 
+    /// Publishes a topic found in the storage engine (SeaweedMQ) with its id and partition
+    /// count; a known topic with the same id and count is returned as it is.
+    pub fn adopt_topic(&self, name: &str, id: Uuid, partitions: i32) -> Arc<TopicMeta> {
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.topic(name);
+        if let Some(t) = old.as_ref().filter(|t| t.id == id && t.partitions == partitions) {
+            return t.clone();
+        }
+        let m = Arc::new(TopicMeta {
+            name: name.to_string(),
+            id,
+            partitions,
+            configs: old.as_ref().map(|t| t.configs.clone()).unwrap_or_default(),
+        });
+        let published = self.store_and_publish(|s| {
+            if let Some(o) = &old {
+                s.by_id.remove(&o.id);
+            }
+            s.by_id.insert(m.id, m.clone());
+            s.topics.insert(m.name.clone(), m.clone());
+        });
+        if let Err(e) = published {
+            tracing::warn!(topic = name, error = %e, "could not publish a SeaweedMQ topic");
+        } else {
+            tracing::info!(topic = name, partitions, "topic from SeaweedMQ");
+        }
+        m
+    }
+
+    /// Publishes a topic the storage engine just created, with its id and configs. If the
+    /// topic refresh adopted it meanwhile, its configs are set on that entry.
+    pub fn create_topic_with_id(
+        &self,
+        name: &str,
+        id: Uuid,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<TopicMeta>, KelpError> {
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let m = Arc::new(TopicMeta {
+            name: name.to_string(),
+            id,
+            partitions,
+            configs,
+        });
+        let old = self.topic(name);
+        self.store_and_publish(|s| {
+            if let Some(o) = &old {
+                s.by_id.remove(&o.id);
+            }
+            s.by_id.insert(m.id, m.clone());
+            s.topics.insert(m.name.clone(), m.clone());
+        })?;
+        tracing::info!(topic = name, partitions, "created topic");
+        Ok(m)
+    }
+
     /// Removes a topic from the metadata; shards drop its partitions when told.
     pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicMeta>, KelpError> {
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());

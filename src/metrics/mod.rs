@@ -88,6 +88,7 @@ impl ShardStats {
 #[derive(Default)]
 pub struct Registry {
     shards: Mutex<Vec<Arc<ShardStats>>>,
+    forwarder: Mutex<Option<Arc<crate::forwarder::ForwarderStats>>>,
 }
 
 impl Registry {
@@ -97,6 +98,18 @@ impl Registry {
             s.push(stats);
             s.sort_by_key(|x| x.shard);
         }
+    }
+
+    /// Adds the SeaweedMQ forwarder's counters.
+    pub fn register_forwarder(&self, stats: Arc<crate::forwarder::ForwarderStats>) {
+        if let Ok(mut f) = self.forwarder.lock() {
+            *f = Some(stats);
+        }
+    }
+
+    /// The forwarder's counters, when it runs.
+    pub fn forwarder(&self) -> Option<Arc<crate::forwarder::ForwarderStats>> {
+        self.forwarder.lock().ok().and_then(|f| f.clone())
     }
 
     /// The registered stats, by shard id.

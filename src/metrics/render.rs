@@ -100,7 +100,57 @@ pub fn render(reg: &Registry) -> String {
             let _ = writeln!(out, "kelp_request_latency_seconds_count{{{l}}} {}", h.len());
         }
     }
+    if let Some(f) = reg.forwarder() {
+        render_forwarder(&mut out, &f);
+    }
     out
+}
+
+/// The SeaweedMQ forwarder's queue depth and counters.
+fn render_forwarder(out: &mut String, f: &crate::forwarder::ForwarderStats) {
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let gauges = [
+        (
+            "kelp_forwarder_queue_depth",
+            "Commands from shards waiting for the SeaweedMQ forwarder.",
+            f.queued.load(Ordering::Relaxed),
+        ),
+        (
+            "kelp_forwarder_inflight_bytes",
+            "Bytes of produced batches forwarded to SeaweedMQ and not yet acknowledged.",
+            f.inflight_bytes.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, help, v) in gauges {
+        header(out, name, "gauge", help);
+        let _ = writeln!(out, "{name} {v}");
+    }
+    let counters = [
+        (
+            "kelp_forwarder_published_records_total",
+            "Records SeaweedMQ acknowledged.",
+            load(&f.published_records),
+        ),
+        (
+            "kelp_forwarder_stream_errors_total",
+            "Publish streams that broke or could not open.",
+            load(&f.publish_errors),
+        ),
+        (
+            "kelp_forwarder_streams_opened_total",
+            "Publish streams opened to SeaweedMQ partition leaders.",
+            load(&f.streams_opened),
+        ),
+        (
+            "kelp_forwarder_fetch_requests_total",
+            "FetchMessage reads below the cache.",
+            load(&f.fetch_requests),
+        ),
+    ];
+    for (name, help, v) in counters {
+        header(out, name, "counter", help);
+        let _ = writeln!(out, "{name} {v}");
+    }
 }
 
 #[cfg(test)]
@@ -123,5 +173,10 @@ mod tests {
         assert!(text.contains(
             "kelp_request_latency_seconds_count{shard=\"0\",core=\"3\",kind=\"produce\"} 1"
         ));
+        assert!(!text.contains("kelp_forwarder"));
+        let f = Arc::new(crate::forwarder::ForwarderStats::default());
+        f.queued.store(3, Ordering::Relaxed);
+        reg.register_forwarder(f);
+        assert!(render(&reg).contains("kelp_forwarder_queue_depth 3"));
     }
 }

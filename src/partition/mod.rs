@@ -9,6 +9,7 @@
 
 pub mod cache;
 pub mod producer_state;
+pub mod remote;
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -71,6 +72,8 @@ pub struct Partition {
     /// memory storage; trails it while local appends are queued.
     hw: i64,
     durable: Option<Durable>,
+    /// SeaweedMQ storage state (`--storage seaweedmq`).
+    remote: Option<remote::Remote>,
     cache: BatchCache,
     appended: event_listener::Event,
     /// Largest batch max timestamp seen and the batch's base offset.
@@ -88,6 +91,7 @@ impl Partition {
             next_offset: 0,
             hw: 0,
             durable: None,
+            remote: None,
             cache: BatchCache::default(),
             appended: event_listener::Event::new(),
             max_timestamp: (-1, -1),
@@ -274,12 +278,13 @@ impl Partition {
     }
 
     /// Drops the oldest cached batch; with no storage behind the cache, its offsets become
-    /// unreadable and the log start moves past them (with a log, they are read from it).
+    /// unreadable and the log start moves past them (with a log or SeaweedMQ, they are read
+    /// from there).
     /// Returns the bytes freed.
     pub fn evict_oldest(&mut self) -> usize {
         match self.cache.pop_front() {
             Some(b) => {
-                if self.durable.is_none() {
+                if self.durable.is_none() && self.remote.is_none() {
                     self.log_start = self.log_start.max(b.last + 1);
                 }
                 b.data.len()

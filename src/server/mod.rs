@@ -16,6 +16,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::cluster::Cluster;
 use crate::config::{Config, StorageKind};
+use crate::forwarder::offset_store::FilerOffsetStore;
 use crate::group::{InMemoryOffsetStore, OffsetStore};
 use crate::log::offsets_store::{offsets_path, DurableOffsetStore};
 use crate::metrics::{self, Registry};
@@ -96,7 +97,8 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
 
     let config = Arc::new(config);
     let cluster = Arc::new(match config.storage {
-        StorageKind::Memory => Cluster::new(&config),
+        // SeaweedMQ holds the topics; the forwarder publishes them in the metadata.
+        StorageKind::Memory | StorageKind::Seaweedmq => Cluster::new(&config),
         StorageKind::Local => {
             crate::log::prepare_data_dir(&config.data_dir)
                 .context("cannot use the data directory")?;
@@ -104,8 +106,18 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 .context("cannot load topic metadata")?
         }
     });
+    let forwarder = match config.storage {
+        StorageKind::Seaweedmq => Some(
+            crate::forwarder::start(config.clone(), cluster.clone())
+                .context("cannot use SeaweedMQ")?,
+        ),
+        _ => None,
+    };
     let mesh = MeshBuilder::<ShardMsg, _>::full(cores.len(), MESH_CHANNEL_SIZE);
     let registry = Arc::new(Registry::default());
+    if let Some(f) = &forwarder {
+        registry.register_forwarder(f.stats.clone());
+    }
     if let Some(addr) = config.metrics_addr {
         let bound = metrics::http::spawn(addr, registry.clone())
             .with_context(|| format!("cannot serve metrics on {addr}"))?;
@@ -115,12 +127,13 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
 
     let mut handles = Vec::with_capacity(cores.len());
     for &core in &cores {
-        let (registry, config, cluster, mesh, ready) = (
+        let (registry, config, cluster, mesh, ready, forwarder) = (
             registry.clone(),
             config.clone(),
             cluster.clone(),
             mesh.clone(),
             ready_tx.clone(),
+            forwarder.clone(),
         );
         let h = LocalExecutorBuilder::new(Placement::Fixed(core))
             .name(&format!("kelp-shard-core{core}"))
@@ -135,9 +148,22 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                         return;
                     }
                 };
-                let offsets: Rc<dyn OffsetStore> = match config.storage {
-                    StorageKind::Memory => Rc::new(InMemoryOffsetStore::default()),
-                    StorageKind::Local => {
+                let offsets: Rc<dyn OffsetStore> = match (config.storage, &forwarder) {
+                    (StorageKind::Seaweedmq, Some(fwd)) => {
+                        let (me, count) = (senders.peer_id(), senders.nr_consumers().max(1));
+                        let owns = |g: &str| crate::shard::routing::group_owner(g, count) == me;
+                        match FilerOffsetStore::open(fwd.clone(), owns).await {
+                            Ok(s) => Rc::new(s),
+                            Err(e) => {
+                                let _ = ready.send(Err(anyhow::anyhow!("group offsets: {e}")));
+                                return;
+                            }
+                        }
+                    }
+                    (StorageKind::Memory | StorageKind::Seaweedmq, _) => {
+                        Rc::new(InMemoryOffsetStore::default())
+                    }
+                    (StorageKind::Local, _) => {
                         let path = offsets_path(&config.data_dir, senders.peer_id());
                         match DurableOffsetStore::open(&path).await {
                             Ok(s) => Rc::new(s),
@@ -148,7 +174,14 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                         }
                     }
                 };
-                let shard = Rc::new(Shard::new(config.clone(), cluster, senders, core, offsets));
+                let shard = Rc::new(Shard::new(
+                    config.clone(),
+                    cluster,
+                    senders,
+                    core,
+                    offsets,
+                    forwarder,
+                ));
                 registry.register(shard.stats.clone());
                 if let Err(e) = shard.recover_partitions().await {
                     let _ = ready.send(Err(e));

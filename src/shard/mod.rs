@@ -8,6 +8,7 @@
 //! metadata snapshot.
 
 pub mod ops;
+pub mod remote;
 pub mod routing;
 pub mod storage;
 
@@ -25,6 +26,7 @@ use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::config::StorageKind;
 use crate::error::KelpError;
+use crate::forwarder::ForwarderHandle;
 use crate::group::{Coordinator, GroupConfig, GroupReply, GroupRequest, OffsetStore};
 use crate::log::{PartitionLog, RollSettings};
 use crate::metrics::ShardStats;
@@ -53,6 +55,8 @@ pub struct Shard {
     pub groups: Coordinator,
     /// Counters and latencies exported on `--metrics-addr`.
     pub stats: Arc<ShardStats>,
+    /// The SeaweedMQ forwarder, with `--storage seaweedmq`.
+    pub forwarder: Option<Arc<ForwarderHandle>>,
 }
 
 /// Safety net for cross-core waits: how often a future woken from another core is polled again
@@ -61,13 +65,32 @@ pub struct Shard {
 const REPOLL: Duration = Duration::from_millis(10);
 
 /// Awaits `f`, re-polling it every [`REPOLL`] in case a cross-core wake-up went missing.
-async fn repolled<F: std::future::Future + Unpin>(mut f: F) -> F::Output {
+pub(crate) async fn repolled<F: std::future::Future + Unpin>(mut f: F) -> F::Output {
     loop {
         let tick = glommio::timer::sleep(REPOLL);
         futures::pin_mut!(tick);
         if let futures::future::Either::Left((out, _)) = futures::future::select(&mut f, tick).await
         {
             return out;
+        }
+    }
+}
+
+/// Like [`repolled`], giving up at `deadline` (None).
+pub(crate) async fn repolled_until<F: std::future::Future + Unpin>(
+    mut f: F,
+    deadline: Instant,
+) -> Option<F::Output> {
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        let tick = glommio::timer::sleep(REPOLL.min(deadline - now));
+        futures::pin_mut!(tick);
+        if let futures::future::Either::Left((out, _)) = futures::future::select(&mut f, tick).await
+        {
+            return Some(out);
         }
     }
 }
@@ -83,6 +106,7 @@ impl Shard {
         peers: Senders<ShardMsg>,
         core: usize,
         offsets: Rc<dyn OffsetStore>,
+        forwarder: Option<Arc<ForwarderHandle>>,
     ) -> Self {
         Shard {
             stats: Arc::new(ShardStats::new(peers.peer_id(), core)),
@@ -95,6 +119,7 @@ impl Shard {
             cached_bytes: Cell::new(0),
             peers,
             connections: Cell::new(0),
+            forwarder,
             groups: Coordinator::new(
                 GroupConfig {
                     initial_rebalance_delay: Duration::from_millis(
@@ -166,6 +191,7 @@ impl Shard {
     ) -> Partition {
         match self.config.storage {
             StorageKind::Memory => Partition::new(meta.id),
+            StorageKind::Seaweedmq => Partition::new_remote(meta.id),
             StorageKind::Local => Partition::new_local(
                 meta.id,
                 Rc::new(PartitionLog::new(

@@ -22,6 +22,8 @@ pub struct ProduceItem {
     pub batches: ValidatedBatches,
     /// The request's acks: -1 waits for durability (per the fsync policy).
     pub acks: i16,
+    /// The request's timeout: the longest a forward to SeaweedMQ may take.
+    pub timeout: std::time::Duration,
 }
 
 /// Result of one append: base offset and log start offset.
@@ -108,7 +110,7 @@ impl Op for ProduceItem {
         Box::pin(futures::future::join_all(items.into_iter().map(
             |it| async move {
                 shard
-                    .append(&it.topic, it.partition, it.batches, it.acks)
+                    .append(&it.topic, it.partition, it.batches, it.acks, it.timeout)
                     .await
             },
         )))

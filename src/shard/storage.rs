@@ -26,7 +26,11 @@ impl Shard {
         partition: i32,
         batches: ValidatedBatches,
         acks: i16,
+        timeout: Duration,
     ) -> ProduceOut {
+        if self.forwarder.is_some() {
+            return self.append_remote(topic, partition, batches, timeout).await;
+        }
         let meta = self
             .cluster
             .topic(topic)
@@ -55,6 +59,9 @@ impl Shard {
 
     /// Reads from the cache, or from the log for offsets older than the cache.
     pub async fn read(&self, it: ReadItem) -> ReadResult {
+        if self.forwarder.is_some() {
+            return self.read_remote(it).await;
+        }
         let cold = self.with_partition(&it.topic, it.partition, |p| {
             p.cold_log(it.offset)
                 .map(|log| (log, p.high_watermark(), p.log_start_offset()))
@@ -77,6 +84,9 @@ impl Shard {
 
     /// ListOffsets for one partition; lookups by timestamp search the log when it exists.
     pub async fn list_offset(&self, it: OffsetsItem) -> OffsetsOut {
+        if self.forwarder.is_some() {
+            return self.list_offset_remote(it).await;
+        }
         let special = it.timestamp < 0;
         let lookup = self.with_partition(&it.topic, it.partition, |p| {
             match p.log().filter(|_| !special) {
@@ -101,6 +111,12 @@ impl Shard {
         partition: i32,
         offset: i64,
     ) -> Result<i64, KelpError> {
+        if self.forwarder.is_some() {
+            // SeaweedMQ has no way to delete records below an offset.
+            return Err(KelpError::PolicyViolation(
+                "DeleteRecords is not supported with --storage seaweedmq".into(),
+            ));
+        }
         let (start, freed, log) = self.with_partition(topic, partition, |p| {
             let hw = p.high_watermark();
             let target = if offset == -1 { hw } else { offset };

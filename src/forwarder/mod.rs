@@ -1,0 +1,357 @@
+//! The SeaweedMQ forwarder (`--storage seaweedmq`): one thread, pinned to `--forwarder-core`,
+//! running a tokio runtime with the gRPC clients of `kelp-storage-client`.
+//!
+//! Shards (glommio executors) talk to it only through [`ForwarderHandle`]: each call sends a
+//! [`Command`] over a bounded tokio channel and awaits a oneshot reply; both are
+//! executor-agnostic. Publishes also hold permits of a byte semaphore, so the memory of
+//! in-flight forwards is bounded: when SeaweedMQ is slow or down, Produce waits for room,
+//! then fails with a retriable error. The forwarder owns the connections, partition routes,
+//! one publisher per partition ([`publisher`]), cold reads, topic management and the group
+//! offsets on the filer ([`client`]). It calls `cluster/` to publish topics it finds.
+
+pub mod client;
+pub mod filer_log;
+pub mod offset_store;
+pub mod publisher;
+pub mod records;
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+
+use crate::cluster::Cluster;
+use crate::config::Config;
+use crate::error::KelpError;
+use crate::group::offsets::{CommittedOffset, TopicPartition};
+
+/// Capacity of the shard → forwarder command channel.
+const COMMAND_QUEUE: usize = 4096;
+
+/// Byte semaphore granularity: one permit per KiB keeps counts within u32.
+const PERMIT_BYTES: usize = 1024;
+
+/// Result of publishing one batch: SeaweedMQ's first and last assigned offsets.
+pub type BatchOffsets = Result<(i64, i64), KelpError>;
+
+/// A topic as SeaweedMQ knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInfo {
+    pub name: String,
+    pub partitions: i32,
+    /// Stable id: derived from the name and SeaweedMQ's partition generation, so every Kelp
+    /// (and every restart) reports the same id for the same topic incarnation.
+    pub id: uuid::Uuid,
+}
+
+/// Batches read below the cache, re-encoded.
+#[derive(Debug, Default)]
+pub struct FetchOut {
+    pub batches: Vec<Bytes>,
+    pub high_watermark: i64,
+}
+
+/// Group offsets loaded from the filer: (group, partition, offset).
+pub type LoadedOffsets = Vec<(String, TopicPartition, CommittedOffset)>;
+
+/// What a shard asks the forwarder.
+pub enum Command {
+    Publish {
+        topic: String,
+        partition: i32,
+        batches: Vec<Bytes>,
+        deadline: Instant,
+        permit: OwnedSemaphorePermit,
+        reply: oneshot::Sender<Vec<BatchOffsets>>,
+    },
+    Fetch {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        max_bytes: usize,
+        /// Offsets from here on are not read (Kelp's high watermark).
+        end: i64,
+        reply: oneshot::Sender<Result<FetchOut, KelpError>>,
+    },
+    /// (earliest offset, high water mark).
+    Range {
+        topic: String,
+        partition: i32,
+        reply: oneshot::Sender<Result<(i64, i64), KelpError>>,
+    },
+    CreateTopic {
+        name: String,
+        partitions: i32,
+        reply: oneshot::Sender<Result<TopicInfo, KelpError>>,
+    },
+    LookupTopic {
+        name: String,
+        reply: oneshot::Sender<Result<Option<TopicInfo>, KelpError>>,
+    },
+    DeleteTopic {
+        name: String,
+        reply: oneshot::Sender<Result<(), KelpError>>,
+    },
+    CommitOffsets {
+        group: String,
+        offsets: Vec<(TopicPartition, CommittedOffset)>,
+        reply: oneshot::Sender<Result<(), KelpError>>,
+    },
+    DeleteOffsets {
+        group: String,
+        partitions: Vec<TopicPartition>,
+        reply: oneshot::Sender<Result<(), KelpError>>,
+    },
+    DeleteGroup {
+        group: String,
+        reply: oneshot::Sender<Result<(), KelpError>>,
+    },
+    LoadOffsets {
+        reply: oneshot::Sender<Result<LoadedOffsets, KelpError>>,
+    },
+}
+
+/// Counters of the forwarder, read by `/metrics`.
+#[derive(Debug, Default)]
+pub struct ForwarderStats {
+    /// Commands sent by shards and not yet taken by the forwarder.
+    pub queued: AtomicI64,
+    /// Bytes of batches handed to the forwarder and not yet answered.
+    pub inflight_bytes: AtomicI64,
+    pub published_records: AtomicU64,
+    pub publish_errors: AtomicU64,
+    /// Publish streams (re)opened.
+    pub streams_opened: AtomicU64,
+    pub fetch_requests: AtomicU64,
+}
+
+/// The shards' side of the forwarder. Cheap to share (`Arc`); every method may be awaited
+/// from any executor.
+pub struct ForwarderHandle {
+    tx: mpsc::Sender<Command>,
+    inflight: Arc<Semaphore>,
+    max_inflight_permits: u32,
+    timeout: Duration,
+    pub stats: Arc<ForwarderStats>,
+}
+
+fn unavailable() -> KelpError {
+    KelpError::Storage("the SeaweedMQ forwarder is not running".into())
+}
+
+impl ForwarderHandle {
+    async fn call<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, KelpError>>) -> Command,
+    ) -> Result<T, KelpError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(make(tx)).await?;
+        crate::shard::repolled(rx).await.map_err(|_| unavailable())?
+    }
+
+    async fn send(&self, cmd: Command) -> Result<(), KelpError> {
+        self.stats.queued.fetch_add(1, Ordering::Relaxed);
+        let r = self.tx.send(cmd).await.map_err(|_| unavailable());
+        if r.is_err() {
+            self.stats.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// Publishes batches (offsets already rewritten with Kelp's prediction) to a partition
+    /// and returns SeaweedMQ's offsets per batch. Waits at most `timeout` (capped by
+    /// `--forwarder-timeout-ms`), including the wait for in-flight room.
+    pub async fn publish(
+        &self,
+        topic: &str,
+        partition: i32,
+        batches: Vec<Bytes>,
+        timeout: Duration,
+    ) -> Vec<BatchOffsets> {
+        let n = batches.len();
+        let fail = |e: KelpError| vec![Err(e); n];
+        let deadline = Instant::now() + timeout.min(self.timeout);
+        let bytes: usize = batches.iter().map(Bytes::len).sum();
+        let permits = (bytes.div_ceil(PERMIT_BYTES) as u32).clamp(1, self.max_inflight_permits);
+        let acquire = self.inflight.clone().acquire_many_owned(permits);
+        let permit = match crate::shard::repolled_until(Box::pin(acquire), deadline).await {
+            Some(Ok(p)) => p,
+            Some(Err(_)) => return fail(unavailable()),
+            None => {
+                tracing::warn!(topic, partition, bytes, "produce timed out waiting for forwarder memory");
+                return fail(KelpError::RequestTimedOut);
+            }
+        };
+        self.stats
+            .inflight_bytes
+            .fetch_add(bytes as i64, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let sent = self
+            .send(Command::Publish {
+                topic: topic.to_string(),
+                partition,
+                batches,
+                deadline,
+                permit,
+                reply: tx,
+            })
+            .await;
+        let out = match sent {
+            Ok(()) => crate::shard::repolled(rx)
+                .await
+                .unwrap_or_else(|_| fail(unavailable())),
+            Err(e) => fail(e),
+        };
+        self.stats
+            .inflight_bytes
+            .fetch_sub(bytes as i64, Ordering::Relaxed);
+        out
+    }
+
+    /// Reads `[offset, end)` below the cache, at most about `max_bytes` (at least one record).
+    pub async fn fetch(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: usize,
+        end: i64,
+    ) -> Result<FetchOut, KelpError> {
+        self.call(|reply| Command::Fetch {
+            topic: topic.to_string(),
+            partition,
+            offset,
+            max_bytes,
+            end,
+            reply,
+        })
+        .await
+    }
+
+    /// (earliest offset, high water mark) of a partition.
+    pub async fn range(&self, topic: &str, partition: i32) -> Result<(i64, i64), KelpError> {
+        self.call(|reply| Command::Range {
+            topic: topic.to_string(),
+            partition,
+            reply,
+        })
+        .await
+    }
+
+    /// Creates `kafka/<name>` with `partitions` partitions; TopicAlreadyExists if present.
+    pub async fn create_topic(&self, name: &str, partitions: i32) -> Result<TopicInfo, KelpError> {
+        self.call(|reply| Command::CreateTopic {
+            name: name.to_string(),
+            partitions,
+            reply,
+        })
+        .await
+    }
+
+    /// The topic `kafka/<name>`, if SeaweedMQ has it.
+    pub async fn lookup_topic(&self, name: &str) -> Result<Option<TopicInfo>, KelpError> {
+        self.call(|reply| Command::LookupTopic {
+            name: name.to_string(),
+            reply,
+        })
+        .await
+    }
+
+    /// Deletes `kafka/<name>` (its directory on the filer).
+    pub async fn delete_topic(&self, name: &str) -> Result<(), KelpError> {
+        self.call(|reply| Command::DeleteTopic {
+            name: name.to_string(),
+            reply,
+        })
+        .await
+    }
+
+    /// Stores committed offsets where the Go gateway keeps them.
+    pub async fn commit_offsets(
+        &self,
+        group: &str,
+        offsets: Vec<(TopicPartition, CommittedOffset)>,
+    ) -> Result<(), KelpError> {
+        self.call(|reply| Command::CommitOffsets {
+            group: group.to_string(),
+            offsets,
+            reply,
+        })
+        .await
+    }
+
+    /// Removes some partitions' committed offsets of a group.
+    pub async fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<(), KelpError> {
+        self.call(|reply| Command::DeleteOffsets {
+            group: group.to_string(),
+            partitions,
+            reply,
+        })
+        .await
+    }
+
+    /// Removes every committed offset of a group.
+    pub async fn delete_group(&self, group: &str) -> Result<(), KelpError> {
+        self.call(|reply| Command::DeleteGroup {
+            group: group.to_string(),
+            reply,
+        })
+        .await
+    }
+
+    /// Every group offset stored on the filer.
+    pub async fn load_offsets(&self) -> Result<LoadedOffsets, KelpError> {
+        self.call(|reply| Command::LoadOffsets { reply }).await
+    }
+}
+
+/// Starts the forwarder thread and waits until SeaweedMQ answers (bounded by
+/// `--seaweedmq-connect-timeout-ms`) and its Kafka topics are in `cluster`.
+pub fn start(config: Arc<Config>, cluster: Arc<Cluster>) -> anyhow::Result<Arc<ForwarderHandle>> {
+    let settings = client::Settings::from_config(&config)?;
+    let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+    let stats = Arc::new(ForwarderStats::default());
+    let max_permits = (config.forwarder_max_inflight_bytes.div_ceil(PERMIT_BYTES))
+        .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize)) as u32;
+    let handle = Arc::new(ForwarderHandle {
+        tx,
+        inflight: Arc::new(Semaphore::new(max_permits as usize)),
+        max_inflight_permits: max_permits,
+        timeout: Duration::from_millis(config.forwarder_timeout_ms.max(1)),
+        stats: stats.clone(),
+    });
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let core = config.forwarder_core;
+    std::thread::Builder::new()
+        .name("kelp-forwarder".into())
+        .spawn(move || {
+            if let Some(core) = core {
+                if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+                    tracing::warn!(core, "could not pin the forwarder thread");
+                }
+            }
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("tokio runtime: {e}")));
+                    return;
+                }
+            };
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, client::run(settings, cluster, stats, rx, ready_tx));
+        })?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(handle),
+        Ok(Err(e)) => anyhow::bail!("SeaweedMQ: {e}"),
+        Err(_) => anyhow::bail!("the SeaweedMQ forwarder thread died during start-up"),
+    }
+}

@@ -1,0 +1,541 @@
+//! One partition's publisher: the single long-lived `PublishMessage` stream Kelp keeps to
+//! the partition's leader, with pipelined data messages and FIFO acks (SeaweedMQ answers each
+//! message in order with its assigned offset).
+//!
+//! Kafka semantics on failure: a record is acknowledged to the shard only after SeaweedMQ
+//! acknowledged it, and a record sent once is never sent again unless SeaweedMQ provably
+//! does not have it. When a stream breaks with messages in flight, the publisher reconnects
+//! (route looked up again, backoff) and asks the leader's high water mark: the in-flight
+//! messages below it were stored (they are acknowledged with those offsets), the rest are
+//! sent again. This relies on Kelp being the partition's only publisher, the design's rule.
+//! A publish not answered by its deadline gets a retriable error (REQUEST_TIMED_OUT); its
+//! messages not yet sent are dropped, those in flight are still resolved as above.
+//! Runs on the forwarder thread; calls [`super::client::Forwarder`] for routes and ranges.
+
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kelp_storage_client::pb::messaging_pb::publish_message_request::{InitMessage, Message};
+use kelp_storage_client::pb::messaging_pb::{
+    DataMessage, PublishMessageRequest, PublishMessageResponse,
+};
+use kelp_storage_client::errors;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use super::client::Forwarder;
+use super::{records, BatchOffsets};
+use crate::error::KelpError;
+
+/// How long opening a stream (headers and the broker's empty "hello") may take.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Deadline checks while a stream is up.
+const TICK: Duration = Duration::from_millis(100);
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// A publish request from a shard.
+pub struct Job {
+    batches: Vec<Bytes>,
+    deadline: Instant,
+    permit: OwnedSemaphorePermit,
+    reply: oneshot::Sender<Vec<BatchOffsets>>,
+}
+
+impl Job {
+    /// A publish of `batches`, answered on `reply`, holding `permit` of the in-flight budget.
+    pub fn new(
+        batches: Vec<Bytes>,
+        deadline: Instant,
+        permit: OwnedSemaphorePermit,
+        reply: oneshot::Sender<Vec<BatchOffsets>>,
+    ) -> Self {
+        Job {
+            batches,
+            deadline,
+            permit,
+            reply,
+        }
+    }
+}
+
+/// Progress of one Kafka batch.
+struct BatchState {
+    first: Option<i64>,
+    last: i64,
+    count: usize,
+    resolved: usize,
+    error: Option<KelpError>,
+}
+
+/// A job while its messages are queued or in flight.
+struct JobState {
+    /// None once answered (deadline passed): its messages are only being resolved.
+    reply: Option<oneshot::Sender<Vec<BatchOffsets>>>,
+    deadline: Instant,
+    batches: Vec<BatchState>,
+    unresolved: usize,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl JobState {
+    fn results(&self) -> Vec<BatchOffsets> {
+        self.batches
+            .iter()
+            .map(|b| match (&b.error, b.first) {
+                (Some(e), _) => Err(e.clone()),
+                (None, Some(first)) if b.resolved == b.count => Ok((first, b.last)),
+                _ => Err(KelpError::RequestTimedOut),
+            })
+            .collect()
+    }
+}
+
+/// One record on its way to SeaweedMQ.
+struct Msg {
+    job: u64,
+    batch: usize,
+    data: DataMessage,
+}
+
+/// Everything a publisher tracks across reconnects.
+#[derive(Default)]
+struct State {
+    jobs: HashMap<u64, JobState>,
+    next_job: u64,
+    /// Decoded, not yet sent.
+    queue: VecDeque<Msg>,
+    /// Sent on the current stream, not yet acknowledged.
+    inflight: VecDeque<Msg>,
+    /// The offset SeaweedMQ will give the next stored message, as far as Kelp knows.
+    expected: Option<i64>,
+    warned_headers: bool,
+}
+
+impl State {
+    fn is_idle(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    fn add(&mut self, job: Job, topic: &str, k: i32) {
+        let id = self.next_job;
+        self.next_job += 1;
+        let mut st = JobState {
+            reply: Some(job.reply),
+            deadline: job.deadline,
+            batches: Vec::with_capacity(job.batches.len()),
+            unresolved: 0,
+            _permit: job.permit,
+        };
+        for (bi, b) in job.batches.iter().enumerate() {
+            match records::decode_batch(b) {
+                Ok(d) => {
+                    if d.had_headers && !self.warned_headers {
+                        self.warned_headers = true;
+                        tracing::info!(topic, partition = k, "record headers are not stored in SeaweedMQ (it has no header field)");
+                    }
+                    st.batches.push(BatchState {
+                        first: None,
+                        last: -1,
+                        count: d.messages.len(),
+                        resolved: 0,
+                        error: None,
+                    });
+                    st.unresolved += d.messages.len();
+                    self.queue.extend(d.messages.into_iter().map(|data| Msg {
+                        job: id,
+                        batch: bi,
+                        data,
+                    }));
+                }
+                Err(e) => {
+                    tracing::warn!(topic, partition = k, error = %e, "could not decode a batch for SeaweedMQ");
+                    st.batches.push(BatchState {
+                        first: None,
+                        last: -1,
+                        count: 0,
+                        resolved: 0,
+                        error: Some(KelpError::CorruptMessage("undecodable records")),
+                    });
+                }
+            }
+        }
+        self.jobs.insert(id, st);
+        self.finish_if_done(id);
+    }
+
+    /// Answers and forgets a job whose messages are all resolved.
+    fn finish_if_done(&mut self, id: u64) {
+        if self.jobs.get(&id).is_some_and(|j| j.unresolved == 0) {
+            if let Some(mut j) = self.jobs.remove(&id) {
+                if let Some(reply) = j.reply.take() {
+                    let _ = reply.send(j.results());
+                }
+            }
+        }
+    }
+
+    fn resolve(&mut self, m: &Msg, outcome: Result<i64, KelpError>) {
+        let Some(j) = self.jobs.get_mut(&m.job) else {
+            return;
+        };
+        let b = &mut j.batches[m.batch];
+        match outcome {
+            Ok(offset) => {
+                b.first.get_or_insert(offset);
+                b.last = offset;
+            }
+            Err(e) => {
+                b.error.get_or_insert(e);
+            }
+        }
+        b.resolved += 1;
+        j.unresolved -= 1;
+        self.finish_if_done(m.job);
+    }
+
+    /// SeaweedMQ acknowledged the oldest in-flight message.
+    fn ack(&mut self, offset: i64) -> bool {
+        let Some(m) = self.inflight.pop_front() else {
+            return false;
+        };
+        if let Some(exp) = self.expected {
+            if offset != exp {
+                tracing::debug!(
+                    expected = exp,
+                    assigned = offset,
+                    "SeaweedMQ offsets jumped: another publisher?"
+                );
+            }
+        }
+        self.expected = Some(offset + 1);
+        self.resolve(&m, Ok(offset));
+        true
+    }
+
+    /// After a reconnect: in-flight messages below the leader's high water mark were stored;
+    /// the others go back to the front of the queue (or are dropped if their job is answered).
+    fn reconcile(&mut self, hwm: i64, topic: &str, k: i32) {
+        let exp = self.expected.unwrap_or(hwm);
+        if hwm < exp {
+            tracing::error!(
+                topic,
+                partition = k,
+                acknowledged_up_to = exp,
+                high_water_mark = hwm,
+                "SeaweedMQ lost acknowledged records (its acks are in broker memory until flushed)"
+            );
+        }
+        let stored = (hwm - exp).clamp(0, self.inflight.len() as i64) as usize;
+        if !self.inflight.is_empty() {
+            tracing::info!(
+                topic,
+                partition = k,
+                in_flight = self.inflight.len(),
+                stored,
+                "reconciled in-flight records after a broken publish stream"
+            );
+        }
+        for i in 0..stored {
+            if let Some(m) = self.inflight.pop_front() {
+                self.resolve(&m, Ok(exp + i as i64));
+            }
+        }
+        while let Some(m) = self.inflight.pop_back() {
+            if self.jobs.get(&m.job).is_some_and(|j| j.reply.is_some()) {
+                self.queue.push_front(m);
+            } else {
+                self.resolve(&m, Err(KelpError::RequestTimedOut));
+            }
+        }
+        self.expected = Some(hwm);
+    }
+
+    /// Answers jobs past their deadline with a retriable error; drops their unsent messages.
+    fn expire(&mut self, now: Instant, topic: &str, k: i32) {
+        let mut expired = Vec::new();
+        for (id, j) in self.jobs.iter_mut() {
+            if j.reply.is_some() && j.deadline <= now {
+                if let Some(reply) = j.reply.take() {
+                    let _ = reply.send(j.results());
+                }
+                expired.push(*id);
+            }
+        }
+        if expired.is_empty() {
+            return;
+        }
+        tracing::warn!(topic, partition = k, jobs = expired.len(), "publishes to SeaweedMQ timed out");
+        let queue = std::mem::take(&mut self.queue);
+        for m in queue {
+            if expired.contains(&m.job) {
+                self.resolve(&m, Err(KelpError::RequestTimedOut));
+            } else {
+                self.queue.push_back(m);
+            }
+        }
+    }
+}
+
+/// Why a stream ended.
+enum Ended {
+    /// No more jobs will come (the partition's sender is gone) and nothing is pending.
+    Done,
+    Broken(String),
+}
+
+struct Stream {
+    tx: mpsc::UnboundedSender<PublishMessageRequest>,
+    acks: tonic::Streaming<PublishMessageResponse>,
+}
+
+fn broker_error(r: &PublishMessageResponse) -> Option<String> {
+    (r.error_code != 0 || !r.error.is_empty()).then(|| {
+        format!(
+            "broker error {} (kafka {}): {}",
+            r.error_code,
+            errors::kafka_code(r.error_code),
+            r.error
+        )
+    })
+}
+
+async fn open(fwd: &Forwarder, topic: &str, k: i32, st: &mut State) -> Result<Stream, String> {
+    let pl = fwd.placement(topic, k).await.map_err(|e| e.to_string())?;
+    let (_, hwm) = fwd.range(topic, k).await.map_err(|e| e.to_string())?;
+    st.reconcile(hwm, topic, k);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let init = PublishMessageRequest {
+        message: Some(Message::Init(InitMessage {
+            topic: Some(pl.topic.clone()),
+            partition: Some(pl.partition.clone()),
+            ack_interval: 1,
+            follower_broker: String::new(),
+            publisher_name: "kelp".into(),
+        })),
+    };
+    tx.send(init).map_err(|_| "request stream closed".to_string())?;
+    let mut client = fwd.broker(&pl.leader).map_err(|e| e.to_string())?;
+    let call = client.publish_message(UnboundedReceiverStream::new(rx));
+    let mut acks = tokio::time::timeout(OPEN_TIMEOUT, call)
+        .await
+        .map_err(|_| "PublishMessage did not open in time".to_string())?
+        .map_err(|s| format!("PublishMessage: {s}"))?
+        .into_inner();
+    let hello = tokio::time::timeout(OPEN_TIMEOUT, acks.message())
+        .await
+        .map_err(|_| "no hello from the broker".to_string())?
+        .map_err(|s| format!("PublishMessage: {s}"))?
+        .ok_or_else(|| "the broker ended the stream at init".to_string())?;
+    if let Some(e) = broker_error(&hello) {
+        if hello.error_code == errors::NOT_LEADER {
+            fwd.invalidate(topic);
+        }
+        return Err(e);
+    }
+    fwd.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(topic, partition = k, leader = %pl.leader, high_water_mark = hwm, "publish stream open");
+    Ok(Stream { tx, acks })
+}
+
+async fn pump(
+    fwd: &Forwarder,
+    s: &mut Stream,
+    st: &mut State,
+    jobs: &mut mpsc::UnboundedReceiver<Job>,
+    closed: &mut bool,
+    topic: &str,
+    k: i32,
+) -> Ended {
+    let mut tick = tokio::time::interval(TICK);
+    loop {
+        while let Some(m) = st.queue.pop_front() {
+            let req = PublishMessageRequest {
+                message: Some(Message::Data(m.data.clone())),
+            };
+            if s.tx.send(req).is_err() {
+                st.queue.push_front(m);
+                return Ended::Broken("request stream closed".into());
+            }
+            st.inflight.push_back(m);
+        }
+        if *closed && st.is_idle() {
+            return Ended::Done;
+        }
+        tokio::select! {
+            job = jobs.recv(), if !*closed => match job {
+                Some(j) => st.add(j, topic, k),
+                None => *closed = true,
+            },
+            ack = s.acks.message() => match ack {
+                Ok(Some(r)) => {
+                    if let Some(e) = broker_error(&r) {
+                        if r.error_code == errors::NOT_LEADER {
+                            fwd.invalidate(topic);
+                        }
+                        return Ended::Broken(e);
+                    }
+                    if st.ack(r.assigned_offset) {
+                        fwd.stats.published_records.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        tracing::warn!(topic, partition = k, offset = r.assigned_offset, "ack without an in-flight message");
+                    }
+                }
+                Ok(None) => return Ended::Broken("the broker closed the stream".into()),
+                Err(status) => return Ended::Broken(format!("stream error: {status}")),
+            },
+            _ = tick.tick() => st.expire(Instant::now(), topic, k),
+        }
+    }
+}
+
+/// Drives one partition's publishing until its job sender is dropped and nothing is pending.
+pub async fn run(
+    fwd: Rc<Forwarder>,
+    topic: String,
+    k: i32,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+) {
+    let mut st = State::default();
+    let mut closed = false;
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        while let Ok(j) = jobs.try_recv() {
+            st.add(j, &topic, k);
+        }
+        if st.is_idle() {
+            if closed {
+                return;
+            }
+            match jobs.recv().await {
+                Some(j) => st.add(j, &topic, k),
+                None => return,
+            }
+            continue;
+        }
+        let ended = match open(&fwd, &topic, k, &mut st).await {
+            Ok(mut s) => {
+                backoff = BACKOFF_MIN;
+                pump(&fwd, &mut s, &mut st, &mut jobs, &mut closed, &topic, k).await
+            }
+            Err(e) => Ended::Broken(e),
+        };
+        match ended {
+            Ended::Done => return,
+            Ended::Broken(why) => {
+                fwd.stats.publish_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    topic = %topic,
+                    partition = k,
+                    in_flight = st.inflight.len(),
+                    queued = st.queue.len(),
+                    retry_in_ms = backoff.as_millis() as u64,
+                    "SeaweedMQ publish stream: {why}"
+                );
+                fwd.invalidate(&topic);
+                // Wait out the backoff, still taking jobs and expiring the overdue ones.
+                let until = tokio::time::Instant::now() + backoff;
+                loop {
+                    st.expire(Instant::now(), &topic, k);
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(until) => break,
+                        job = jobs.recv(), if !closed => match job {
+                            Some(j) => st.add(j, &topic, k),
+                            None => closed = true,
+                        },
+                        _ = tokio::time::sleep(TICK) => {}
+                    }
+                }
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use tokio::sync::Semaphore;
+
+    fn job(n: i32, deadline: Instant) -> (Job, oneshot::Receiver<Vec<BatchOffsets>>) {
+        let permit = Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap();
+        let (tx, rx) = oneshot::channel();
+        let batch = crate::record::build::simple_batch(n, 4, 1000).freeze();
+        (Job::new(vec![batch], deadline, permit, tx), rx)
+    }
+
+    fn send_all(st: &mut State) {
+        while let Some(m) = st.queue.pop_front() {
+            st.inflight.push_back(m);
+        }
+    }
+
+    #[test]
+    fn acks_answer_in_order() {
+        let mut st = State::default();
+        let later = Instant::now() + Duration::from_secs(60);
+        let (j, mut rx) = job(3, later);
+        st.add(j, "t", 0);
+        st.reconcile(10, "t", 0);
+        send_all(&mut st);
+        for o in 10..13 {
+            assert!(st.ack(o));
+        }
+        assert_eq!(rx.try_recv().unwrap(), vec![Ok((10, 12))]);
+        assert!(st.is_idle());
+    }
+
+    #[test]
+    fn broken_stream_resends_only_what_was_not_stored() {
+        let mut st = State::default();
+        let later = Instant::now() + Duration::from_secs(60);
+        let (j, mut rx) = job(4, later);
+        st.add(j, "t", 0);
+        st.reconcile(0, "t", 0);
+        send_all(&mut st);
+        assert!(st.ack(0));
+        // Stream breaks with 3 in flight; the leader stored one more of them.
+        st.reconcile(2, "t", 0);
+        assert_eq!(st.inflight.len(), 0);
+        assert_eq!(st.queue.len(), 2, "only the two unstored records are sent again");
+        send_all(&mut st);
+        assert!(st.ack(2));
+        assert!(st.ack(3));
+        assert_eq!(rx.try_recv().unwrap(), vec![Ok((0, 3))]);
+    }
+
+    #[test]
+    fn deadline_answers_retriable_and_drops_unsent() {
+        let mut st = State::default();
+        let now = Instant::now();
+        let (j, mut rx) = job(2, now);
+        st.add(j, "t", 0);
+        st.expire(now + Duration::from_millis(1), "t", 0);
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            vec![Err(KelpError::RequestTimedOut)]
+        );
+        assert!(st.queue.is_empty());
+        assert!(st.is_idle());
+    }
+
+    #[test]
+    fn timed_out_in_flight_is_resolved_not_resent() {
+        let mut st = State::default();
+        let now = Instant::now();
+        let (j, mut rx) = job(2, now + Duration::from_millis(5));
+        st.add(j, "t", 0);
+        st.reconcile(7, "t", 0);
+        send_all(&mut st);
+        st.expire(now + Duration::from_secs(1), "t", 0);
+        assert!(rx.try_recv().is_ok());
+        // Reconnect: nothing was stored; the answered job's records are not sent again.
+        st.reconcile(7, "t", 0);
+        assert!(st.queue.is_empty());
+        assert!(st.is_idle());
+    }
+}
