@@ -55,6 +55,7 @@ BATCH_SIZE="${PERF_BATCH_SIZE:-131072}"
 
 PORT_KELP_MEMORY=39100
 PORT_KELP_LOCAL=39200
+PORT_KELP_SMQ=39500; PORT_KELP_SMQ_WEED=19510   # Kelp on SeaweedMQ; its weed on 19510..19513 (+10000 gRPC)
 PORT_KAFKA=39300        # controller on 39301
 PORT_SEAWEED=39400      # gateway; master/volume/filer/mq.broker on 39410+
 
@@ -76,13 +77,13 @@ if [[ -z "${PERF_TARGETS:-}" ]]; then
   PERF_TARGETS="kelp-memory"
   [[ $KELP_HAS_LOCAL == 1 ]] && PERF_TARGETS+=" kelp-local"
   PERF_TARGETS+=" kafka"
-  [[ "${PERF_SEAWEED:-0}" == 1 && -n "$WEED" ]] && PERF_TARGETS+=" seaweed"
+  [[ "${PERF_SEAWEED:-0}" == 1 && -n "$WEED" ]] && PERF_TARGETS+=" kelp-seaweedmq seaweed"
 fi
 records_for() {  # size target
   local v="PERF_RECORDS_$1" n
   n="${!v:-$([[ $1 -le 100 ]] && echo 3000000 || echo 700000)}"
   # the SeaweedFS gateway is ~10x slower: fewer records keep its runs near the same duration
-  [[ "$2" == seaweed ]] && n=$(( n / ${PERF_SEAWEED_RECORDS_DIV:-5} ))
+  [[ "$2" == seaweed || "$2" == kelp-seaweedmq ]] && n=$(( n / ${PERF_SEAWEED_RECORDS_DIV:-5} ))
   echo "$n"
 }
 
@@ -108,11 +109,12 @@ load1() { cut -d' ' -f1 /proc/loadavg; }
 BROKER_PID=""; BROKER_PORT=""; BROKER_FLAGS=""; EXTRA_PIDS=()
 KELP_CORES_BROKEN=0
 
-start_kelp() {  # storage port
+start_kelp() {  # storage port [extra kelp args...]
   local storage="$1" port="$2" dir="$WORK/kelp-$1"
+  shift 2
   rm -rf "$dir"; mkdir -p "$dir"
   local args=(--listen "127.0.0.1:$port" --advertised-host 127.0.0.1 --storage "$storage" --data-dir "$dir/data"
-              --group-initial-rebalance-delay-ms 0 --log-level warn)
+              --group-initial-rebalance-delay-ms 0 --log-level warn "$@")
   # memory storage evicts past the cache budget; give it room for one run's data (2 GiB per core)
   [[ "$storage" == memory ]] && args+=(--cache-bytes-per-core 2147483648)
   local try
@@ -142,6 +144,18 @@ start_kelp() {  # storage port
   return 1
 }
 
+# Kelp on SeaweedMQ: a SeaweedFS (master, volume, filer, mq broker) from scripts/seaweedfs.sh,
+# and Kelp forwarding to it. CPU and RSS count Kelp and every weed process, as for `seaweed`.
+start_kelp_seaweedmq() {
+  local weed="$WORK/weed-for-kelp"
+  rm -rf "$weed"
+  WEED_BIN="$WEED" "$ROOT/scripts/seaweedfs.sh" start "$weed" "$PORT_KELP_SMQ_WEED" >&2 || return 1
+  local fcore=$(( $(nproc) - 1 ))
+  start_kelp seaweedmq "$PORT_KELP_SMQ" --seaweedmq-master "127.0.0.1:$PORT_KELP_SMQ_WEED" \
+    --forwarder-core "$fcore" || return 1
+  mapfile -t EXTRA_PIDS < <(cat "$weed"/*.pid)
+}
+
 start_kafka() {
   local dir="$WORK/kafka"
   rm -rf "$dir"
@@ -159,23 +173,31 @@ start_target() {
   case "$1" in
     kelp-memory) start_kelp memory $PORT_KELP_MEMORY ;;
     kelp-local)  start_kelp local $PORT_KELP_LOCAL ;;
+    kelp-seaweedmq) start_kelp_seaweedmq ;;
     kafka)       start_kafka ;;
     seaweed)     start_seaweed ;;
     *) log "unknown target $1"; return 1 ;;
   esac
 }
 
+stop_kelp_pid() {
+  if [[ -n "$BROKER_PID" ]] && kill -0 "$BROKER_PID" 2>/dev/null; then
+    kill "$BROKER_PID"
+    local i; for i in $(seq 1 100); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$BROKER_PID" 2>/dev/null && { log "kelp pid $BROKER_PID ignored SIGTERM for 10 s; SIGKILL"; kill -9 "$BROKER_PID"; }
+    wait "$BROKER_PID" 2>/dev/null
+  fi
+}
+
 stop_target() {
   case "$1" in
     kafka) "$HERE/kafka.sh" stop "$PORT_KAFKA" "$WORK/kafka" >&2 ;;
     seaweed) "$HERE/seaweed.sh" stop "$PORT_SEAWEED" "$WORK/seaweed" >&2 ;;
-    *)
-      if [[ -n "$BROKER_PID" ]] && kill -0 "$BROKER_PID" 2>/dev/null; then
-        kill "$BROKER_PID"
-        local i; for i in $(seq 1 100); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -0 "$BROKER_PID" 2>/dev/null && { log "kelp pid $BROKER_PID ignored SIGTERM for 10 s; SIGKILL"; kill -9 "$BROKER_PID"; }
-        wait "$BROKER_PID" 2>/dev/null
-      fi ;;
+    kelp-seaweedmq)
+      stop_kelp_pid
+      "$ROOT/scripts/seaweedfs.sh" stop "$WORK/weed-for-kelp" --kill >&2
+      rm -rf "$WORK/weed-for-kelp" ;;
+    *) stop_kelp_pid ;;
   esac
   rm -rf "$WORK/$1"
 }

@@ -6,7 +6,8 @@
 #   - Java: kafka-clients $KAFKA_VERSION and its runtime jars -> $CACHE/jars/clients;
 #   - Java: the full Apache Kafka broker (kafka_2.13, kafka-server, kafka-tools, same version)
 #     -> $CACHE/jars/kafka, for scripts/kafka.sh and the perf comparisons;
-#   - kafkajs (npm ci from tests/node/package-lock.json) and franz-go modules (Go proxy).
+#   - kafkajs (npm ci from tests/node/package-lock.json) and franz-go modules (Go proxy);
+#   - SeaweedFS's weed 4.48 (scripts/seaweedfs.sh install), for --storage seaweedmq.
 # Maven reuses ~/.m2. Caches live under ${KELP_CACHE:-$HOME/.cache/kelp}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,4 +89,7 @@ if command -v go >/dev/null 2>&1 && [ -d tests/go ]; then
   log "go: franz-go modules (tests/go)"
   (cd tests/go && GOMODCACHE="$CACHE/gomod" GOFLAGS=-mod=mod go mod download)
 fi
+# --- SeaweedFS (weed: master, volume, filer, mq broker, Go Kafka gateway) ----------------------
+scripts/seaweedfs.sh install
+
 log "done"

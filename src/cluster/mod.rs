@@ -267,7 +267,10 @@ impl Cluster {
     pub fn adopt_topic(&self, name: &str, id: Uuid, partitions: i32) -> Arc<TopicMeta> {
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let old = self.topic(name);
-        if let Some(t) = old.as_ref().filter(|t| t.id == id && t.partitions == partitions) {
+        if let Some(t) = old
+            .as_ref()
+            .filter(|t| t.id == id && t.partitions == partitions)
+        {
             return t.clone();
         }
         let m = Arc::new(TopicMeta {

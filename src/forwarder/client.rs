@@ -1,8 +1,9 @@
-//! The forwarder's SeaweedMQ side: discovery (master `ListClusterNodes` or fixed lists),
-//! gRPC channels per broker, partition routes (`LookupTopicBrokers`, cached, dropped on
-//! NOT_LEADER), topic management, cold reads, partition ranges and the group offsets on the
-//! filer. Runs on the forwarder thread only (single-threaded tokio runtime and `LocalSet`).
-//! Publishing is [`super::publisher`]'s; it calls back here for routes and ranges.
+//! The forwarder's connections: discovery (master `ListClusterNodes` or fixed lists), gRPC
+//! channels per broker, control-plane calls with retries, partition routes
+//! (`LookupTopicBrokers`, cached, dropped on NOT_LEADER), command dispatch, the main loop and
+//! the shutdown drain. Runs on the forwarder thread only (single-threaded tokio runtime and
+//! `LocalSet`). Publishing ([`super::publisher`]), reads ([`super::reads`]), topics
+//! ([`super::topics`]) and group offsets ([`super::filer_offsets`]) build on it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -14,28 +15,35 @@ use std::time::{Duration, Instant};
 use futures::future::LocalBoxFuture;
 use kelp_storage_client::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use kelp_storage_client::pb::messaging_pb::seaweed_messaging_client::SeaweedMessagingClient;
-use kelp_storage_client::pb::messaging_pb::{
-    BrokerPartitionAssignment, ConfigureTopicRequest, DataMessage, FetchMessageRequest,
-    GetPartitionRangeInfoRequest, GetTopicConfigurationRequest, ListTopicsRequest,
-    LookupTopicBrokersRequest,
-};
+use kelp_storage_client::pb::messaging_pb::{BrokerPartitionAssignment, LookupTopicBrokersRequest};
 use kelp_storage_client::pb::schema_pb;
-use kelp_storage_client::{addr, discovery, filer, group_offsets, ring};
+use kelp_storage_client::{addr, discovery, ring};
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
 
 use super::publisher::{self, Job};
-use super::{records, Command, FetchOut, ForwarderStats, LoadedOffsets, TopicInfo};
+use super::topics::smq_topic;
+use super::{Command, ForwarderStats};
 use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::error::KelpError;
-use crate::group::offsets::{CommittedOffset, TopicPartition};
 
 /// The namespace of every Kafka topic in SeaweedMQ.
 pub const NAMESPACE: &str = "kafka";
 
 /// How long a partition route is trusted (the brokers cache theirs as long).
 const ROUTE_TTL: Duration = Duration::from_secs(30);
+
+/// How long after SeaweedMQ's last acknowledgement a shutdown keeps the publish streams open:
+/// brokers checkpoint partition offsets every 2 s (see [`super::ForwarderHandle::drain`]).
+pub const CHECKPOINT_GRACE: Duration = Duration::from_millis(2500);
+
+/// How long a broker takes to flush and unload a partition after its last publisher left
+/// (about 1 s measured with weed 4.48).
+pub const UNLOAD_GRACE: Duration = Duration::from_millis(1500);
+
+/// How long a control-plane call keeps trying brokers that cannot answer.
+const CONTROL_RETRY: Duration = Duration::from_secs(10);
 
 /// Deadline of one control-plane or read call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -97,9 +105,9 @@ impl Settings {
     }
 }
 
-struct Route {
-    assignments: Vec<BrokerPartitionAssignment>,
-    at: Instant,
+pub(super) struct Route {
+    pub(super) assignments: Vec<BrokerPartitionAssignment>,
+    pub(super) at: Instant,
 }
 
 /// Where a Kafka partition lives in SeaweedMQ.
@@ -112,25 +120,30 @@ pub struct Placement {
 
 /// The forwarder's connections and caches.
 pub struct Forwarder {
-    s: Settings,
-    cluster: Arc<Cluster>,
+    pub(super) s: Settings,
+    pub(super) cluster: Arc<Cluster>,
     pub stats: Arc<ForwarderStats>,
-    brokers: RefCell<Vec<String>>,
-    control: Cell<usize>,
-    filer: RefCell<Option<String>>,
+    pub(super) brokers: RefCell<Vec<String>>,
+    pub(super) control: Cell<usize>,
+    pub(super) filer: RefCell<Option<String>>,
     /// The filer's HTTP address ("host:port"), for reading log files.
-    filer_http: RefCell<Option<String>>,
-    log_files: super::filer_log::LogFiles,
-    channels: RefCell<HashMap<String, Channel>>,
-    routes: RefCell<HashMap<String, Route>>,
-    publishers: RefCell<HashMap<(String, i32), mpsc::UnboundedSender<Job>>>,
+    pub(super) filer_http: RefCell<Option<String>>,
+    pub(super) log_files: super::filer_log::LogFiles,
+    pub(super) channels: RefCell<HashMap<String, Channel>>,
+    pub(super) routes: RefCell<HashMap<String, Route>>,
+    /// One publisher task per partition, fed over its channel.
+    pub(super) publishers: RefCell<HashMap<(String, i32), mpsc::UnboundedSender<Job>>>,
+    /// When SeaweedMQ last acknowledged a record.
+    pub last_ack: Cell<Option<Instant>>,
+    /// Publisher tasks running.
+    pub active_publishers: Cell<usize>,
     /// Topics this Kelp deleted, and when: brokers may list them from memory for a while,
     /// so the topic refresh must not bring them back.
-    deleted: RefCell<HashMap<String, Instant>>,
+    pub(super) deleted: RefCell<HashMap<String, Instant>>,
 }
 
 /// How long a deleted topic stays out of the topic refresh.
-const DELETED_MEMORY: Duration = Duration::from_secs(300);
+pub(super) const DELETED_MEMORY: Duration = Duration::from_secs(300);
 
 /// The HTTP "host:port" of a SeaweedFS address written "host:port" or "host:port.grpcport".
 fn http_of(addr: &str) -> String {
@@ -140,47 +153,22 @@ fn http_of(addr: &str) -> String {
     }
 }
 
-fn storage(what: &str, e: impl std::fmt::Display) -> KelpError {
+pub(super) fn storage(what: &str, e: impl std::fmt::Display) -> KelpError {
     KelpError::Storage(format!("SeaweedMQ {what}: {e}"))
 }
 
 /// A status that says the peer could not be reached (as opposed to an answer).
-fn is_transport(s: &tonic::Status) -> bool {
+pub(super) fn is_transport(s: &tonic::Status) -> bool {
     matches!(
         s.code(),
         tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
     )
 }
 
-fn request<T>(msg: T) -> tonic::Request<T> {
+pub(super) fn request<T>(msg: T) -> tonic::Request<T> {
     let mut r = tonic::Request::new(msg);
     r.set_timeout(CALL_TIMEOUT);
     r
-}
-
-/// The Kafka topic `name` in SeaweedMQ.
-pub fn smq_topic(name: &str) -> schema_pb::Topic {
-    schema_pb::Topic {
-        namespace: NAMESPACE.to_string(),
-        name: name.to_string(),
-    }
-}
-
-fn topic_info(name: &str, assignments: &[BrokerPartitionAssignment]) -> TopicInfo {
-    let generation = assignments
-        .iter()
-        .filter_map(|a| a.partition.as_ref())
-        .map(|p| p.unix_time_ns)
-        .min()
-        .unwrap_or(0);
-    TopicInfo {
-        name: name.to_string(),
-        partitions: assignments.len() as i32,
-        id: uuid::Uuid::new_v5(
-            &uuid::Uuid::NAMESPACE_URL,
-            format!("seaweedmq:{NAMESPACE}/{name}@{generation}").as_bytes(),
-        ),
-    }
 }
 
 impl Forwarder {
@@ -198,6 +186,8 @@ impl Forwarder {
             routes: RefCell::new(HashMap::new()),
             publishers: RefCell::new(HashMap::new()),
             deleted: RefCell::new(HashMap::new()),
+            last_ack: Cell::new(None),
+            active_publishers: Cell::new(0),
         }
     }
 
@@ -228,7 +218,7 @@ impl Forwarder {
         ))
     }
 
-    fn filer_client(&self) -> Result<SeaweedFilerClient<Channel>, KelpError> {
+    pub(super) fn filer_client(&self) -> Result<SeaweedFilerClient<Channel>, KelpError> {
         let f = self
             .filer
             .borrow()
@@ -264,15 +254,16 @@ impl Forwarder {
     }
 
     /// Runs a control-plane call on some broker (any broker proxies to the balancer),
-    /// moving on to the next broker, re-discovered, when one cannot be reached.
-    async fn control<T>(
+    /// moving on to the next broker, re-discovered, when one cannot be reached or has no
+    /// balancer yet (right after a broker restart), for at most [`CONTROL_RETRY`].
+    pub(super) async fn control<T>(
         &self,
         what: &str,
         f: impl Fn(SeaweedMessagingClient<Channel>) -> LocalBoxFuture<'static, Result<T, tonic::Status>>,
     ) -> Result<T, tonic::Status> {
-        let tries = self.brokers.borrow().len().max(1) + 1;
+        let deadline = Instant::now() + CONTROL_RETRY;
         let mut last = tonic::Status::unavailable("no mq broker known");
-        for attempt in 0..tries {
+        for attempt in 0.. {
             let broker = {
                 let b = self.brokers.borrow();
                 (!b.is_empty()).then(|| b[self.control.get() % b.len()].clone())
@@ -290,12 +281,13 @@ impl Forwarder {
                 }
             }
             self.control.set(self.control.get().wrapping_add(1));
-            if attempt + 1 < tries {
-                if let Err(e) = self.discover().await {
-                    tracing::debug!(error = %e, "re-discovery failed");
-                }
-                tokio::time::sleep(Duration::from_millis(100 * (attempt as u64 + 1))).await;
+            if Instant::now() >= deadline {
+                break;
             }
+            if let Err(e) = self.discover().await {
+                tracing::debug!(error = %e, "re-discovery failed");
+            }
+            tokio::time::sleep(Duration::from_millis(100 * (attempt as u64 + 1).min(5))).await;
         }
         Err(last)
     }
@@ -343,10 +335,7 @@ impl Forwarder {
             }
         };
         let a = ring::find_assignment(&assignments, k).ok_or(KelpError::UnknownTopicOrPartition)?;
-        let partition = a
-            .partition
-            .clone()
-            .ok_or(KelpError::UnknownTopicOrPartition)?;
+        let partition = a.partition.ok_or(KelpError::UnknownTopicOrPartition)?;
         if a.leader_broker.is_empty() {
             return Err(storage("route", "partition has no leader"));
         }
@@ -362,363 +351,9 @@ impl Forwarder {
         self.routes.borrow_mut().remove(topic);
     }
 
-    /// (earliest, high water mark) of a partition, asked of its leader.
-    pub async fn range(&self, topic: &str, k: i32) -> Result<(i64, i64), KelpError> {
-        let mut last = None;
-        for _ in 0..2 {
-            let pl = self.placement(topic, k).await?;
-            let r = self
-                .broker(&pl.leader)?
-                .get_partition_range_info(request(GetPartitionRangeInfoRequest {
-                    topic: Some(pl.topic.clone()),
-                    partition: Some(pl.partition.clone()),
-                }))
-                .await;
-            match r {
-                Ok(resp) => {
-                    let resp = resp.into_inner();
-                    if resp.error.is_empty() {
-                        let o = resp.offset_range.unwrap_or_default();
-                        return Ok((o.earliest_offset.max(0), o.high_water_mark.max(0)));
-                    }
-                    last = Some(storage("GetPartitionRangeInfo", resp.error));
-                }
-                Err(s) => last = Some(storage("GetPartitionRangeInfo", s)),
-            }
-            self.invalidate(topic);
-        }
-        Err(last.unwrap_or_else(|| storage("GetPartitionRangeInfo", "failed")))
-    }
-
-    /// FetchMessage from `offset` on the leader, re-encoded as one batch.
-    async fn fetch(
-        &self,
-        topic: &str,
-        k: i32,
-        offset: i64,
-        max_bytes: usize,
-        end: i64,
-    ) -> Result<FetchOut, KelpError> {
-        if offset >= end {
-            return Ok(FetchOut::default());
-        }
-        self.stats.fetch_requests.fetch_add(1, Ordering::Relaxed);
-        let max_bytes = max_bytes.clamp(1024, 64 << 20) as i32;
-        let mut last = None;
-        for _ in 0..2 {
-            let pl = self.placement(topic, k).await?;
-            let resp = self
-                .broker(&pl.leader)?
-                .fetch_message(request(FetchMessageRequest {
-                    topic: Some(pl.topic.clone()),
-                    partition: Some(pl.partition.clone()),
-                    start_offset: offset,
-                    max_bytes,
-                    max_messages: (end - offset).clamp(1, 10_000) as i32,
-                    max_wait_ms: 0,
-                    min_bytes: 0,
-                    consumer_group: String::new(),
-                    consumer_id: "kelp".into(),
-                }))
-                .await;
-            match resp {
-                Ok(r) => {
-                    let r = r.into_inner();
-                    if r.error_code == 0 && r.error.is_empty() {
-                        let mut out = FetchOut {
-                            batches: Vec::new(),
-                            high_watermark: r.high_water_mark,
-                        };
-                        let keep = r.messages.len().min((end - offset) as usize);
-                        if keep == 0 {
-                            // The broker's buffer does not know offsets its range reports:
-                            // read the flushed files (see filer_log).
-                            return self.fetch_files(&pl, offset, end, max_bytes as usize).await;
-                        }
-                        if keep > 0 {
-                            out.batches.push(
-                                records::encode_batch(offset, &r.messages[..keep])
-                                    .map_err(|e| storage("re-encoding", e))?,
-                            );
-                        }
-                        return Ok(out);
-                    }
-                    // 1: not the leader / partition unknown here; 2: read error (retriable).
-                    last = Some(storage(
-                        "FetchMessage",
-                        format!("error {}: {}", r.error_code, r.error),
-                    ));
-                    if r.error_code != 1 {
-                        break;
-                    }
-                }
-                Err(s) => last = Some(storage("FetchMessage", s)),
-            }
-            self.invalidate(topic);
-        }
-        let e = last.unwrap_or_else(|| storage("FetchMessage", "failed"));
-        tracing::warn!(topic, partition = k, offset, error = %e, "cold read from SeaweedMQ failed");
-        Err(e)
-    }
-
-    /// Reads `[offset, end)` from the partition's flushed log files on the filer.
-    async fn fetch_files(
-        &self,
-        pl: &Placement,
-        offset: i64,
-        end: i64,
-        max_bytes: usize,
-    ) -> Result<FetchOut, KelpError> {
-        let http = self
-            .filer_http
-            .borrow()
-            .clone()
-            .ok_or_else(|| storage("filer", "no filer HTTP address known"))?;
-        let mut f = self.filer_client()?;
-        let dir = super::filer_log::partition_dir(&pl.topic, &pl.partition);
-        let entries = self
-            .log_files
-            .read(&mut f, &http, &dir, offset, end, max_bytes)
-            .await
-            .map_err(|e| storage("reading log files", e))?;
-        let mut out = FetchOut {
-            batches: Vec::new(),
-            high_watermark: end,
-        };
-        // One batch per run of consecutive offsets.
-        let mut run: Vec<DataMessage> = Vec::new();
-        let mut run_start = -1;
-        for e in entries {
-            if !run.is_empty() && e.offset != run_start + run.len() as i64 {
-                out.batches.push(
-                    records::encode_batch(run_start, &run).map_err(|e| storage("re-encoding", e))?,
-                );
-                run.clear();
-            }
-            if run.is_empty() {
-                run_start = e.offset;
-            }
-            run.push(DataMessage {
-                key: e.key,
-                value: e.data,
-                ts_ns: e.ts_ns,
-                ctrl: None,
-            });
-        }
-        if !run.is_empty() {
-            out.batches.push(
-                records::encode_batch(run_start, &run).map_err(|e| storage("re-encoding", e))?,
-            );
-        }
-        tracing::debug!(topic = %pl.topic.name, offset, batches = out.batches.len(), "read from SeaweedMQ log files");
-        Ok(out)
-    }
-
-    /// The topic's configuration, or None if SeaweedMQ does not know it.
-    async fn lookup_topic(&self, name: &str) -> Result<Option<TopicInfo>, KelpError> {
-        if self.deleted.borrow().contains_key(name) {
-            return Ok(None);
-        }
-        let t = smq_topic(name);
-        let r = self
-            .control("GetTopicConfiguration", move |mut c| {
-                let t = t.clone();
-                Box::pin(async move {
-                    c.get_topic_configuration(request(GetTopicConfigurationRequest {
-                        topic: Some(t),
-                    }))
-                    .await
-                    .map(tonic::Response::into_inner)
-                })
-            })
-            .await;
-        match r {
-            Ok(cfg) if !cfg.broker_partition_assignments.is_empty() => {
-                Ok(Some(topic_info(name, &cfg.broker_partition_assignments)))
-            }
-            Ok(_) => Ok(None),
-            Err(s) if is_transport(&s) => Err(storage("GetTopicConfiguration", s)),
-            // A missing topic comes back as an error status with a message.
-            Err(_) => Ok(None),
-        }
-    }
-
-    async fn create_topic(&self, name: &str, partitions: i32) -> Result<TopicInfo, KelpError> {
-        // ConfigureTopic with another count would start a new generation (offsets from 0):
-        // never do that to an existing topic.
-        if let Some(existing) = self.lookup_topic(name).await? {
-            self.cluster.adopt_topic(&existing.name, existing.id, existing.partitions);
-            return Err(KelpError::TopicAlreadyExists);
-        }
-        self.deleted.borrow_mut().remove(name);
-        let t = smq_topic(name);
-        let resp = self
-            .control("ConfigureTopic", move |mut c| {
-                let t = t.clone();
-                Box::pin(async move {
-                    c.configure_topic(request(ConfigureTopicRequest {
-                        topic: Some(t),
-                        partition_count: partitions,
-                        ..Default::default()
-                    }))
-                    .await
-                    .map(tonic::Response::into_inner)
-                })
-            })
-            .await
-            .map_err(|s| storage("ConfigureTopic", s))?;
-        if resp.broker_partition_assignments.len() != partitions as usize {
-            return Err(storage(
-                "ConfigureTopic",
-                format!(
-                    "asked for {partitions} partitions, got {}",
-                    resp.broker_partition_assignments.len()
-                ),
-            ));
-        }
-        let info = topic_info(name, &resp.broker_partition_assignments);
-        self.routes.borrow_mut().insert(
-            name.to_string(),
-            Route {
-                assignments: resp.broker_partition_assignments,
-                at: Instant::now(),
-            },
-        );
-        tracing::info!(topic = name, partitions, "created SeaweedMQ topic {NAMESPACE}/{name}");
-        Ok(info)
-    }
-
-    /// Kafka topics SeaweedMQ holds, with their partition counts.
-    async fn list_topics(&self) -> Result<Vec<TopicInfo>, KelpError> {
-        let resp = self
-            .control("ListTopics", |mut c| {
-                Box::pin(async move {
-                    c.list_topics(request(ListTopicsRequest {}))
-                        .await
-                        .map(tonic::Response::into_inner)
-                })
-            })
-            .await
-            .map_err(|s| storage("ListTopics", s))?;
-        let mut out = Vec::new();
-        for t in resp.topics.into_iter().filter(|t| t.namespace == NAMESPACE) {
-            if crate::cluster::validate_topic_name(&t.name).is_err() {
-                continue;
-            }
-            if let Some(info) = self.lookup_topic(&t.name).await? {
-                out.push(info);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Publishes SeaweedMQ's Kafka topics in the cluster metadata.
-    async fn sync_topics(&self) -> Result<usize, KelpError> {
-        let mut topics = self.list_topics().await?;
-        self.deleted
-            .borrow_mut()
-            .retain(|_, at| at.elapsed() < DELETED_MEMORY);
-        topics.retain(|t| !self.deleted.borrow().contains_key(&t.name));
-        for t in &topics {
-            self.cluster.adopt_topic(&t.name, t.id, t.partitions);
-        }
-        Ok(topics.len())
-    }
-
-    async fn delete_topic(&self, name: &str) -> Result<(), KelpError> {
-        let mut f = self.filer_client()?;
-        filer::delete(&mut f, &format!("/topics/{NAMESPACE}"), name, true)
-            .await
-            .map_err(|e| storage("deleting the topic directory", e))?;
-        self.invalidate(name);
-        self.publishers.borrow_mut().retain(|(t, _), _| t != name);
-        self.deleted
-            .borrow_mut()
-            .insert(name.to_string(), Instant::now());
-        Ok(())
-    }
-
-    async fn commit_offsets(
-        &self,
-        group: &str,
-        offsets: Vec<(TopicPartition, CommittedOffset)>,
-    ) -> Result<(), KelpError> {
-        let mut f = self.filer_client()?;
-        for ((topic, p), o) in offsets {
-            let dir = group_offsets::dir(group, &topic, p);
-            let body = group_offsets::encode(o.offset, o.commit_timestamp_ms, &o.metadata);
-            filer::write_file(&mut f, &dir, group_offsets::FILE_NAME, body)
-                .await
-                .map_err(|e| storage("writing a group offset", e))?;
-        }
-        Ok(())
-    }
-
-    async fn delete_offsets(&self, group: &str, tps: Vec<TopicPartition>) -> Result<(), KelpError> {
-        let mut f = self.filer_client()?;
-        for (topic, p) in tps {
-            let dir = group_offsets::dir(group, &topic, p);
-            filer::delete(&mut f, &dir, group_offsets::FILE_NAME, false)
-                .await
-                .map_err(|e| storage("deleting a group offset", e))?;
-        }
-        Ok(())
-    }
-
-    async fn delete_group(&self, group: &str) -> Result<(), KelpError> {
-        let mut f = self.filer_client()?;
-        filer::delete(&mut f, group_offsets::ROOT, group, true)
-            .await
-            .map_err(|e| storage("deleting a group", e))
-    }
-
-    /// Reads every `<root>/<group>/<topic>/<partition>/offset` file.
-    async fn load_offsets(&self) -> Result<LoadedOffsets, KelpError> {
-        let mut f = self.filer_client()?;
-        let err = |e| storage("reading group offsets", e);
-        let mut out = Vec::new();
-        for g in filer::list(&mut f, group_offsets::ROOT).await.map_err(err)? {
-            let gdir = format!("{}/{}", group_offsets::ROOT, g.name);
-            for t in filer::list(&mut f, &gdir).await.map_err(err)? {
-                let tdir = format!("{gdir}/{}", t.name);
-                for p in filer::list(&mut f, &tdir).await.map_err(err)? {
-                    let Ok(partition) = p.name.parse::<i32>() else {
-                        continue;
-                    };
-                    let pdir = format!("{tdir}/{}", p.name);
-                    let Some(body) = filer::read_file(&mut f, &pdir, group_offsets::FILE_NAME)
-                        .await
-                        .map_err(err)?
-                    else {
-                        continue;
-                    };
-                    match group_offsets::decode(&body) {
-                        Ok(s) => out.push((
-                            g.name.clone(),
-                            (t.name.clone(), partition),
-                            CommittedOffset {
-                                offset: s.offset,
-                                leader_epoch: -1,
-                                metadata: s.metadata,
-                                commit_timestamp_ms: s.committed_at_ms,
-                            },
-                        )),
-                        Err(e) => tracing::warn!(path = %pdir, error = %e, "skipping an unreadable group offset"),
-                    }
-                }
-            }
-        }
-        Ok(out)
-    }
-
     /// Hands a publish to its partition's publisher, starting one when needed. Synchronous,
     /// so publishes reach a partition's stream in the order the shard sent them.
-    fn publish(
-        self: &Rc<Self>,
-        topic: String,
-        partition: i32,
-        job: Job,
-    ) {
+    fn publish(self: &Rc<Self>, topic: String, partition: i32, job: Job) {
         let key = (topic, partition);
         let mut pubs = self.publishers.borrow_mut();
         let job = match pubs.get(&key) {
@@ -796,16 +431,36 @@ impl Forwarder {
             Command::LoadOffsets { reply } => spawn(async move {
                 let _ = reply.send(me.load_offsets().await);
             }),
+            Command::Drain { reply } => spawn(async move {
+                me.drain().await;
+                let _ = reply.send(());
+            }),
         }
     }
 
-    /// Keeps the cluster metadata in step with SeaweedMQ's topics, forever.
-    async fn refresh_topics(self: Rc<Self>) {
+    /// Waits until nothing is in flight and the last ack is [`CHECKPOINT_GRACE`] old, then
+    /// closes the publish streams and gives the brokers a moment to unload the partitions, so
+    /// a Kelp started next does not publish into a partition that is being unloaded (its
+    /// records get "log buffer is stopping", and the reloaded partition may count again).
+    async fn drain(&self) {
         loop {
-            tokio::time::sleep(self.s.topic_refresh).await;
-            if let Err(e) = self.sync_topics().await {
-                tracing::debug!(error = %e, "topic refresh failed");
+            let busy = self.stats.inflight_bytes.load(Ordering::Relaxed) > 0;
+            let recent = self
+                .last_ack
+                .get()
+                .is_some_and(|t| t.elapsed() < CHECKPOINT_GRACE);
+            if !busy && !recent {
+                break;
             }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let had = !self.publishers.borrow().is_empty();
+        self.publishers.borrow_mut().clear();
+        while self.active_publishers.get() > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if had {
+            tokio::time::sleep(UNLOAD_GRACE).await;
         }
     }
 

@@ -65,7 +65,8 @@ pub fn parse_entries(buf: &[u8]) -> Result<Vec<LogEntry>, String> {
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos + 4 <= buf.len() {
-        let size = u32::from_be_bytes([buf[pos], buf[pos + 1], buf[pos + 2], buf[pos + 3]]) as usize;
+        let size =
+            u32::from_be_bytes([buf[pos], buf[pos + 1], buf[pos + 2], buf[pos + 3]]) as usize;
         let Some(body) = buf.get(pos + 4..pos + 4 + size) else {
             break;
         };
@@ -75,8 +76,8 @@ pub fn parse_entries(buf: &[u8]) -> Result<Vec<LogEntry>, String> {
     Ok(out)
 }
 
-fn be_i64(v: Option<&Vec<u8>>) -> Option<i64> {
-    let b: [u8; 8] = v?.as_slice().try_into().ok()?;
+fn be_i64(v: Option<&bytes::Bytes>) -> Option<i64> {
+    let b: [u8; 8] = v?.as_ref().try_into().ok()?;
     Some(i64::from_be_bytes(b))
 }
 
@@ -206,8 +207,8 @@ mod tests {
             let e = LogEntry {
                 ts_ns: 10 + i,
                 partition_key_hash: 0,
-                data: vec![b'v'; i as usize],
-                key: b"k".to_vec(),
+                data: vec![b'v'; i as usize].into(),
+                key: bytes::Bytes::from_static(b"k"),
                 offset: 5 + i,
             };
             let b = e.encode_to_vec();

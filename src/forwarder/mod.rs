@@ -11,9 +11,12 @@
 
 pub mod client;
 pub mod filer_log;
+pub mod filer_offsets;
 pub mod offset_store;
 pub mod publisher;
+pub mod reads;
 pub mod records;
+pub mod topics;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -111,6 +114,9 @@ pub enum Command {
     LoadOffsets {
         reply: oneshot::Sender<Result<LoadedOffsets, KelpError>>,
     },
+    /// Shutting down: answer once publishes are done and SeaweedMQ's offset checkpoint has
+    /// had time to cover them (see [`ForwarderHandle::drain`]).
+    Drain { reply: oneshot::Sender<()> },
 }
 
 /// Counters of the forwarder, read by `/metrics`.
@@ -148,7 +154,9 @@ impl ForwarderHandle {
     ) -> Result<T, KelpError> {
         let (tx, rx) = oneshot::channel();
         self.send(make(tx)).await?;
-        crate::shard::repolled(rx).await.map_err(|_| unavailable())?
+        crate::shard::repolled(rx)
+            .await
+            .map_err(|_| unavailable())?
     }
 
     async fn send(&self, cmd: Command) -> Result<(), KelpError> {
@@ -180,7 +188,12 @@ impl ForwarderHandle {
             Some(Ok(p)) => p,
             Some(Err(_)) => return fail(unavailable()),
             None => {
-                tracing::warn!(topic, partition, bytes, "produce timed out waiting for forwarder memory");
+                tracing::warn!(
+                    topic,
+                    partition,
+                    bytes,
+                    "produce timed out waiting for forwarder memory"
+                );
                 return fail(KelpError::RequestTimedOut);
             }
         };
@@ -308,6 +321,28 @@ impl ForwarderHandle {
     /// Every group offset stored on the filer.
     pub async fn load_offsets(&self) -> Result<LoadedOffsets, KelpError> {
         self.call(|reply| Command::LoadOffsets { reply }).await
+    }
+}
+
+impl ForwarderHandle {
+    /// Called from the main thread once the shards stopped: waits (at most `limit`) until no
+    /// publish is in flight and [`client::CHECKPOINT_GRACE`] has passed since SeaweedMQ's last
+    /// acknowledgement. Closing the publish streams makes the broker unload the partitions, and
+    /// a reloaded partition takes its next offset from a checkpoint written every 2 s: closing
+    /// sooner would let SeaweedMQ hand out offsets Kelp already used.
+    pub fn drain(&self, limit: Duration) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.blocking_send(Command::Drain { reply: tx }).is_err() {
+            return;
+        }
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = rx.blocking_recv();
+            let _ = done_tx.send(());
+        });
+        if done_rx.recv_timeout(limit).is_err() {
+            tracing::warn!("SeaweedMQ forwarder did not drain in time");
+        }
     }
 }
 

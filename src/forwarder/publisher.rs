@@ -18,11 +18,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use kelp_storage_client::errors;
 use kelp_storage_client::pb::messaging_pb::publish_message_request::{InitMessage, Message};
 use kelp_storage_client::pb::messaging_pb::{
     DataMessage, PublishMessageRequest, PublishMessageResponse,
 };
-use kelp_storage_client::errors;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
@@ -36,6 +36,17 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 const TICK: Duration = Duration::from_millis(100);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// What a broker answers while it unloads a partition, and how long to give it.
+const STOPPING: &str = "log buffer is stopping";
+const STOPPING_BACKOFF: Duration = Duration::from_secs(1);
+/// How long acknowledged records are kept for republishing. SeaweedMQ acknowledges from broker
+/// memory and flushes to the filer every few seconds (5 s by default); a restarted broker has
+/// lost what it had not flushed and hands those offsets out again.
+const REPLAY_WINDOW: Duration = Duration::from_secs(15);
+/// Most bytes of acknowledged records kept per partition for republishing.
+const REPLAY_MAX_BYTES: usize = 64 << 20;
+/// Job id of republished records (no shard waits for them).
+const REPLAY: u64 = u64::MAX;
 
 /// A publish request from a shard.
 pub struct Job {
@@ -99,6 +110,8 @@ struct Msg {
     job: u64,
     batch: usize,
     data: DataMessage,
+    /// For a republished record: the offset SeaweedMQ gave it the first time.
+    replayed_at: Option<i64>,
 }
 
 /// Everything a publisher tracks across reconnects.
@@ -112,12 +125,19 @@ struct State {
     inflight: VecDeque<Msg>,
     /// The offset SeaweedMQ will give the next stored message, as far as Kelp knows.
     expected: Option<i64>,
+    /// Acknowledged records of the last [`REPLAY_WINDOW`]: (offset, record, when).
+    acked: VecDeque<(i64, DataMessage, Instant)>,
+    acked_bytes: usize,
     warned_headers: bool,
+}
+
+fn msg_bytes(m: &DataMessage) -> usize {
+    m.key.len() + m.value.len() + 16
 }
 
 impl State {
     fn is_idle(&self) -> bool {
-        self.jobs.is_empty()
+        self.jobs.is_empty() && self.queue.is_empty() && self.inflight.is_empty()
     }
 
     fn add(&mut self, job: Job, topic: &str, k: i32) {
@@ -135,7 +155,11 @@ impl State {
                 Ok(d) => {
                     if d.had_headers && !self.warned_headers {
                         self.warned_headers = true;
-                        tracing::info!(topic, partition = k, "record headers are not stored in SeaweedMQ (it has no header field)");
+                        tracing::info!(
+                            topic,
+                            partition = k,
+                            "record headers are not stored in SeaweedMQ (it has no header field)"
+                        );
                     }
                     st.batches.push(BatchState {
                         first: None,
@@ -149,6 +173,7 @@ impl State {
                         job: id,
                         batch: bi,
                         data,
+                        replayed_at: None,
                     }));
                 }
                 Err(e) => {
@@ -202,8 +227,22 @@ impl State {
         let Some(m) = self.inflight.pop_front() else {
             return false;
         };
+        self.accept(m, offset);
+        true
+    }
+
+    /// A message SeaweedMQ stored at `offset`.
+    fn accept(&mut self, m: Msg, offset: i64) {
         if let Some(exp) = self.expected {
-            if offset != exp {
+            if offset < exp {
+                // Offsets below the high water mark the leader reported: SeaweedMQ counts
+                // again from an older state (a reloaded partition, a stale checkpoint).
+                tracing::error!(
+                    expected = exp,
+                    assigned = offset,
+                    "SeaweedMQ assigned an offset below its own high water mark"
+                );
+            } else if offset != exp {
                 tracing::debug!(
                     expected = exp,
                     assigned = offset,
@@ -212,23 +251,82 @@ impl State {
             }
         }
         self.expected = Some(offset + 1);
+        if let Some(first) = m.replayed_at {
+            if first != offset {
+                tracing::error!(
+                    first_offset = first,
+                    now_at = offset,
+                    "a record SeaweedMQ lost was republished at another offset"
+                );
+            }
+        }
         self.resolve(&m, Ok(offset));
-        true
+        self.remember(offset, m.data);
+    }
+
+    /// Keeps an acknowledged record for [`REPLAY_WINDOW`].
+    fn remember(&mut self, offset: i64, data: DataMessage) {
+        let now = Instant::now();
+        self.acked_bytes += msg_bytes(&data);
+        self.acked.push_back((offset, data, now));
+        while self.acked.front().is_some_and(|(_, _, at)| {
+            now.duration_since(*at) > REPLAY_WINDOW || self.acked_bytes > REPLAY_MAX_BYTES
+        }) {
+            if let Some((_, d, _)) = self.acked.pop_front() {
+                self.acked_bytes -= msg_bytes(&d);
+            }
+        }
+    }
+
+    /// The leader's high water mark went back from `exp` to `from`: SeaweedMQ lost records it
+    /// had acknowledged (a broker restart before its flush) and hands their offsets out again.
+    /// Those still kept are published again, first, so they get the same offsets back.
+    /// (A restarted broker whose offset checkpoint was ahead of its flush reports offsets it
+    /// no longer holds; those holes cannot be told from data reliably and are not filled.)
+    fn replay_lost(&mut self, from: i64, exp: i64, topic: &str, k: i32) {
+        let lost: Vec<(i64, DataMessage)> = self
+            .acked
+            .iter()
+            .filter(|(o, _, _)| *o >= from && *o < exp)
+            .map(|(o, d, _)| (*o, d.clone()))
+            .collect();
+        while self.acked.back().is_some_and(|(o, _, _)| *o >= from) {
+            if let Some((_, d, _)) = self.acked.pop_back() {
+                self.acked_bytes -= msg_bytes(&d);
+            }
+        }
+        let missing = exp - from;
+        if (lost.len() as i64) < missing {
+            tracing::error!(
+                topic,
+                partition = k,
+                lost = missing,
+                kept = lost.len(),
+                "SeaweedMQ lost acknowledged records older than Kelp keeps: they are gone"
+            );
+        } else {
+            tracing::warn!(
+                topic,
+                partition = k,
+                records = missing,
+                from,
+                "SeaweedMQ lost acknowledged records (broker restart before its flush): republishing them"
+            );
+        }
+        for (offset, data) in lost.into_iter().rev() {
+            self.queue.push_front(Msg {
+                job: REPLAY,
+                batch: 0,
+                data,
+                replayed_at: Some(offset),
+            });
+        }
     }
 
     /// After a reconnect: in-flight messages below the leader's high water mark were stored;
     /// the others go back to the front of the queue (or are dropped if their job is answered).
     fn reconcile(&mut self, hwm: i64, topic: &str, k: i32) {
         let exp = self.expected.unwrap_or(hwm);
-        if hwm < exp {
-            tracing::error!(
-                topic,
-                partition = k,
-                acknowledged_up_to = exp,
-                high_water_mark = hwm,
-                "SeaweedMQ lost acknowledged records (its acks are in broker memory until flushed)"
-            );
-        }
         let stored = (hwm - exp).clamp(0, self.inflight.len() as i64) as usize;
         if !self.inflight.is_empty() {
             tracing::info!(
@@ -241,15 +339,18 @@ impl State {
         }
         for i in 0..stored {
             if let Some(m) = self.inflight.pop_front() {
-                self.resolve(&m, Ok(exp + i as i64));
+                self.accept(m, exp + i as i64);
             }
         }
         while let Some(m) = self.inflight.pop_back() {
-            if self.jobs.get(&m.job).is_some_and(|j| j.reply.is_some()) {
+            if m.job == REPLAY || self.jobs.get(&m.job).is_some_and(|j| j.reply.is_some()) {
                 self.queue.push_front(m);
             } else {
                 self.resolve(&m, Err(KelpError::RequestTimedOut));
             }
+        }
+        if hwm < exp {
+            self.replay_lost(hwm, exp, topic, k);
         }
         self.expected = Some(hwm);
     }
@@ -268,7 +369,12 @@ impl State {
         if expired.is_empty() {
             return;
         }
-        tracing::warn!(topic, partition = k, jobs = expired.len(), "publishes to SeaweedMQ timed out");
+        tracing::warn!(
+            topic,
+            partition = k,
+            jobs = expired.len(),
+            "publishes to SeaweedMQ timed out"
+        );
         let queue = std::mem::take(&mut self.queue);
         for m in queue {
             if expired.contains(&m.job) {
@@ -303,21 +409,27 @@ fn broker_error(r: &PublishMessageResponse) -> Option<String> {
     })
 }
 
-async fn open(fwd: &Forwarder, topic: &str, k: i32, st: &mut State) -> Result<Stream, String> {
+/// Opens a stream to the partition's leader; returns it with the leader's high water mark,
+/// read before the stream opened (nothing of Kelp's is in flight then).
+async fn open(
+    fwd: &Forwarder,
+    topic: &str,
+    k: i32,
+) -> Result<(Stream, i64, super::client::Placement), String> {
     let pl = fwd.placement(topic, k).await.map_err(|e| e.to_string())?;
     let (_, hwm) = fwd.range(topic, k).await.map_err(|e| e.to_string())?;
-    st.reconcile(hwm, topic, k);
     let (tx, rx) = mpsc::unbounded_channel();
     let init = PublishMessageRequest {
         message: Some(Message::Init(InitMessage {
             topic: Some(pl.topic.clone()),
-            partition: Some(pl.partition.clone()),
+            partition: Some(pl.partition),
             ack_interval: 1,
             follower_broker: String::new(),
             publisher_name: "kelp".into(),
         })),
     };
-    tx.send(init).map_err(|_| "request stream closed".to_string())?;
+    tx.send(init)
+        .map_err(|_| "request stream closed".to_string())?;
     let mut client = fwd.broker(&pl.leader).map_err(|e| e.to_string())?;
     let call = client.publish_message(UnboundedReceiverStream::new(rx));
     let mut acks = tokio::time::timeout(OPEN_TIMEOUT, call)
@@ -338,7 +450,7 @@ async fn open(fwd: &Forwarder, topic: &str, k: i32, st: &mut State) -> Result<St
     }
     fwd.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(topic, partition = k, leader = %pl.leader, high_water_mark = hwm, "publish stream open");
-    Ok(Stream { tx, acks })
+    Ok((Stream { tx, acks }, hwm, pl))
 }
 
 async fn pump(
@@ -379,6 +491,7 @@ async fn pump(
                         return Ended::Broken(e);
                     }
                     if st.ack(r.assigned_offset) {
+                        fwd.last_ack.set(Some(Instant::now()));
                         fwd.stats.published_records.fetch_add(1, Ordering::Relaxed);
                     } else {
                         tracing::warn!(topic, partition = k, offset = r.assigned_offset, "ack without an in-flight message");
@@ -399,27 +512,53 @@ pub async fn run(
     k: i32,
     mut jobs: mpsc::UnboundedReceiver<Job>,
 ) {
+    fwd.active_publishers.set(fwd.active_publishers.get() + 1);
+    run_partition(&fwd, &topic, k, &mut jobs).await;
+    fwd.active_publishers
+        .set(fwd.active_publishers.get().saturating_sub(1));
+}
+
+async fn run_partition(
+    fwd: &Forwarder,
+    topic: &str,
+    k: i32,
+    jobs: &mut mpsc::UnboundedReceiver<Job>,
+) {
     let mut st = State::default();
     let mut closed = false;
     let mut backoff = BACKOFF_MIN;
     loop {
         while let Ok(j) = jobs.try_recv() {
-            st.add(j, &topic, k);
+            st.add(j, topic, k);
         }
         if st.is_idle() {
             if closed {
                 return;
             }
             match jobs.recv().await {
-                Some(j) => st.add(j, &topic, k),
+                Some(j) => st.add(j, topic, k),
                 None => return,
             }
             continue;
         }
-        let ended = match open(&fwd, &topic, k, &mut st).await {
-            Ok(mut s) => {
+        // Opening may wait on a broker that does not answer: keep answering overdue jobs.
+        let opening = open(fwd, topic, k);
+        tokio::pin!(opening);
+        let opened = loop {
+            tokio::select! {
+                r = &mut opening => break r,
+                _ = tokio::time::sleep(TICK) => st.expire(Instant::now(), topic, k),
+                job = jobs.recv(), if !closed => match job {
+                    Some(j) => st.add(j, topic, k),
+                    None => closed = true,
+                },
+            }
+        };
+        let ended = match opened {
+            Ok((mut s, hwm, _)) => {
+                st.reconcile(hwm, topic, k);
                 backoff = BACKOFF_MIN;
-                pump(&fwd, &mut s, &mut st, &mut jobs, &mut closed, &topic, k).await
+                pump(fwd, &mut s, &mut st, jobs, &mut closed, topic, k).await
             }
             Err(e) => Ended::Broken(e),
         };
@@ -435,21 +574,26 @@ pub async fn run(
                     retry_in_ms = backoff.as_millis() as u64,
                     "SeaweedMQ publish stream: {why}"
                 );
-                fwd.invalidate(&topic);
+                fwd.invalidate(topic);
                 // Wait out the backoff, still taking jobs and expiring the overdue ones.
                 let until = tokio::time::Instant::now() + backoff;
                 loop {
-                    st.expire(Instant::now(), &topic, k);
+                    st.expire(Instant::now(), topic, k);
                     tokio::select! {
                         _ = tokio::time::sleep_until(until) => break,
                         job = jobs.recv(), if !closed => match job {
-                            Some(j) => st.add(j, &topic, k),
+                            Some(j) => st.add(j, topic, k),
                             None => closed = true,
                         },
                         _ = tokio::time::sleep(TICK) => {}
                     }
                 }
                 backoff = (backoff * 2).min(BACKOFF_MAX);
+                if why.contains(STOPPING) {
+                    // The broker is unloading the partition (its last publisher left): a
+                    // stream opened before that finishes lands in the dying partition.
+                    backoff = backoff.max(STOPPING_BACKOFF);
+                }
             }
         }
     }
@@ -501,11 +645,40 @@ mod tests {
         // Stream breaks with 3 in flight; the leader stored one more of them.
         st.reconcile(2, "t", 0);
         assert_eq!(st.inflight.len(), 0);
-        assert_eq!(st.queue.len(), 2, "only the two unstored records are sent again");
+        assert_eq!(
+            st.queue.len(),
+            2,
+            "only the two unstored records are sent again"
+        );
         send_all(&mut st);
         assert!(st.ack(2));
         assert!(st.ack(3));
         assert_eq!(rx.try_recv().unwrap(), vec![Ok((0, 3))]);
+    }
+
+    #[test]
+    fn records_seaweedmq_lost_are_published_again_first() {
+        let mut st = State::default();
+        let later = Instant::now() + Duration::from_secs(60);
+        let (j, _rx) = job(4, later);
+        st.add(j, "t", 0);
+        st.reconcile(0, "t", 0);
+        send_all(&mut st);
+        for o in 0..4 {
+            assert!(st.ack(o));
+        }
+        let (j2, mut rx2) = job(1, later);
+        st.add(j2, "t", 0);
+        // The broker restarted having flushed only offset 0: 1..3 are published again, first.
+        st.reconcile(1, "t", 0);
+        let replays: Vec<_> = st.queue.iter().map(|m| m.replayed_at).collect();
+        assert_eq!(replays, vec![Some(1), Some(2), Some(3), None]);
+        send_all(&mut st);
+        for o in 1..5 {
+            assert!(st.ack(o));
+        }
+        assert_eq!(rx2.try_recv().unwrap(), vec![Ok((4, 4))]);
+        assert!(st.is_idle());
     }
 
     #[test]

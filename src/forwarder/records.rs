@@ -1,7 +1,7 @@
 //! Conversion between Kafka record batches and SeaweedMQ data messages.
 //!
 //! Produce: a validated v2 batch (any codec) is decoded into one `DataMessage` per record
-//! (key, value, timestamp in ns). Fetch below the cache: the messages FetchMessage returns are
+//! (key, value, arrival time in ns). Fetch below the cache: the messages FetchMessage returns are
 //! encoded into one uncompressed v2 batch whose offsets are `start + i`. SeaweedMQ has no
 //! header field, so record headers do not survive into SeaweedMQ (as with the Go gateway);
 //! values stay raw bytes so other SeaweedMQ readers and the Go gateway see the same records.
@@ -9,8 +9,7 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType,
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use kelp_storage_client::pb::messaging_pb::DataMessage;
 
@@ -32,21 +31,19 @@ pub fn decode_batch(batch: &Bytes) -> Result<Decoded, String> {
     let mut buf = batch.clone();
     let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
     let mut had_headers = false;
-    let now = now_ns();
+    // SeaweedMQ is indexed by time: it names log files after their first record's ts_ns and
+    // forces ts_ns to increase. Client timestamps (possibly old, out of order) confuse its
+    // offset recovery after a partition reload, so records carry their arrival time, as the
+    // Go gateway does; Kafka CreateTime survives only in Kelp's cache.
+    let ts_ns = now_ns();
     let messages = set
         .records
         .into_iter()
         .map(|r| {
             had_headers |= !r.headers.is_empty();
-            // A record without a timestamp gets the time it reached Kelp.
-            let ts_ns = if r.timestamp > 0 {
-                r.timestamp.saturating_mul(1_000_000)
-            } else {
-                now
-            };
             DataMessage {
-                key: r.key.map(|k| k.to_vec()).unwrap_or_default(),
-                value: r.value.map(|v| v.to_vec()).unwrap_or_default(),
+                key: r.key.unwrap_or_default(),
+                value: r.value.unwrap_or_default(),
                 ts_ns,
                 ctrl: None,
             }
@@ -73,10 +70,12 @@ pub fn encode_batch(start: i64, messages: &[DataMessage]) -> Result<Bytes, Strin
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: start + i as i64,
-            sequence: -1,
+            // The encoder starts a new batch when offset - sequence changes; with base
+            // sequence -1 (no producer id) this keeps one batch.
+            sequence: i as i32 - 1,
             timestamp: m.ts_ns / 1_000_000,
-            key: (!m.key.is_empty()).then(|| Bytes::copy_from_slice(&m.key)),
-            value: Some(Bytes::copy_from_slice(&m.value)),
+            key: (!m.key.is_empty()).then(|| m.key.clone()),
+            value: Some(m.value.clone()),
             headers: Default::default(),
         })
         .collect();
@@ -103,7 +102,7 @@ mod tests {
         let built = crate::record::build::simple_batch(3, 10, 1_700_000_000_000);
         let decoded = decode_batch(&built.freeze()).unwrap();
         assert_eq!(decoded.messages.len(), 3);
-        assert_eq!(decoded.messages[1].ts_ns, 1_700_000_000_001_000_000);
+        assert!(decoded.messages[1].ts_ns > 1_700_000_000_001_000_000);
         assert!(decoded.messages[0].key.is_empty());
         let batch = encode_batch(42, &decoded.messages).unwrap();
         let h = BatchHeader::parse(&batch).unwrap();
@@ -112,7 +111,10 @@ mod tests {
         assert!(ValidatedBatches::validate(BytesMut::from(&batch[..]), 1 << 20).is_ok());
         let again = decode_batch(&batch).unwrap();
         assert_eq!(again.messages[2].value, decoded.messages[2].value);
-        assert_eq!(again.messages[2].ts_ns, 1_700_000_000_002_000_000);
+        assert_eq!(
+            again.messages[2].ts_ns / 1_000_000,
+            decoded.messages[2].ts_ns / 1_000_000
+        );
     }
 
     #[test]

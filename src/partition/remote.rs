@@ -160,7 +160,11 @@ impl Partition {
         for p in ready {
             let outcome = p.outcome.unwrap_or_default();
             for (i, (h, data)) in p.batches.into_iter().enumerate() {
-                match outcome.get(i).cloned().unwrap_or(Err(KelpError::RequestTimedOut)) {
+                match outcome
+                    .get(i)
+                    .cloned()
+                    .unwrap_or(Err(KelpError::RequestTimedOut))
+                {
                     Ok((first, last)) => {
                         if let Some(r) = &mut self.remote {
                             r.committed_producers.record(&h);

@@ -233,5 +233,8 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
             tracing::error!(error = %e, "shard exited with an error");
         }
     }
+    if let Some(f) = forwarder {
+        f.drain(Duration::from_secs(10));
+    }
     Ok(())
 }

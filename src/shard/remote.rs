@@ -8,8 +8,9 @@
 //! await.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::ops::{OffsetsItem, OffsetsOut, ProduceOut, ReadItem, ReadResult};
 use super::Shard;
@@ -29,6 +30,20 @@ const REMOTE_REFRESH: Duration = Duration::from_secs(1);
 const SCAN_BYTES: usize = 1 << 20;
 /// Most FetchMessage calls one timestamp lookup makes.
 const SCAN_CALLS: usize = 1000;
+
+/// `f`, or REQUEST_TIMED_OUT at `deadline` (the produce's own timeout bounds every wait).
+async fn within<T>(
+    deadline: Instant,
+    f: impl Future<Output = Result<T, KelpError>>,
+) -> Result<T, KelpError> {
+    let timer = glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
+    futures::pin_mut!(f);
+    futures::pin_mut!(timer);
+    match futures::future::select(f, timer).await {
+        futures::future::Either::Left((r, _)) => r,
+        futures::future::Either::Right(_) => Err(KelpError::RequestTimedOut),
+    }
+}
 
 impl Shard {
     fn fwd(&self) -> Result<&Arc<ForwarderHandle>, KelpError> {
@@ -62,17 +77,22 @@ impl Shard {
         batches: ValidatedBatches,
         timeout: Duration,
     ) -> ProduceOut {
-        self.sync_remote(topic, partition, None).await?;
+        let deadline = Instant::now() + timeout;
+        within(deadline, self.sync_remote(topic, partition, None)).await?;
         let (ticket, bytes) = match self.with_partition(topic, partition, |p| {
-            p.reserve_remote(batches)
-                .map(|r| (r, p.log_start_offset()))
+            p.reserve_remote(batches).map(|r| (r, p.log_start_offset()))
         })?? {
             (Reserved::Duplicate(original), log_start) => return Ok((original, log_start)),
             (Reserved::Forward { ticket, batches }, _) => (ticket, batches),
         };
         let outcome = self
             .fwd()?
-            .publish(topic, partition, bytes, timeout)
+            .publish(
+                topic,
+                partition,
+                bytes,
+                deadline.saturating_duration_since(Instant::now()),
+            )
             .await;
         let first = outcome.first().cloned();
         let failure = outcome.iter().find_map(|r| r.clone().err());
@@ -94,9 +114,8 @@ impl Shard {
     /// Reads from the cache, or from SeaweedMQ for offsets older than the cache.
     pub async fn read_remote(&self, it: ReadItem) -> ReadResult {
         self.sync_remote(&it.topic, it.partition, None).await?;
-        let at_end = self.with_partition(&it.topic, it.partition, |p| {
-            it.offset >= p.high_watermark()
-        })?;
+        let at_end =
+            self.with_partition(&it.topic, it.partition, |p| it.offset >= p.high_watermark())?;
         if at_end {
             // Records others published show up within REMOTE_REFRESH; a failed check only
             // means the answer comes from what Kelp knows.
@@ -199,7 +218,10 @@ impl Shard {
         if !(allow && self.cluster.auto_create) {
             return Ok(None);
         }
-        match self.create_topic(name, -1, -1, BTreeMap::new(), false).await {
+        match self
+            .create_topic(name, -1, -1, BTreeMap::new(), false)
+            .await
+        {
             Ok(t) => Ok(Some(t)),
             Err(KelpError::TopicAlreadyExists) => Ok(self.cluster.topic(name)),
             Err(e) => Err(e),
@@ -225,9 +247,13 @@ impl Shard {
                 validate_only,
             );
         };
-        let checked =
-            self.cluster
-                .create_topic(name, partitions, replication_factor, configs.clone(), true)?;
+        let checked = self.cluster.create_topic(
+            name,
+            partitions,
+            replication_factor,
+            configs.clone(),
+            true,
+        )?;
         if validate_only {
             return Ok(checked);
         }

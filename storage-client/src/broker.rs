@@ -171,8 +171,8 @@ impl Publisher {
             let send = async {
                 for (key, value) in records {
                     let data = DataMessage {
-                        key,
-                        value,
+                        key: key.into(),
+                        value: value.into(),
                         ts_ns: now_ns(),
                         ctrl: None,
                     };

@@ -74,7 +74,7 @@ pub async fn read_file(client: &mut FilerClient, dir: &str, name: &str) -> Resul
             message: "file content is chunked, expected inline content".into(),
         });
     }
-    Ok(Some(entry.content))
+    Ok(Some(entry.content.to_vec()))
 }
 
 fn now_secs() -> i64 {
@@ -107,7 +107,7 @@ pub async fn write_file(
                 file_mode: FILE_MODE,
                 ..Default::default()
             }),
-            content,
+            content: content.into(),
             ..Default::default()
         }),
         ..Default::default()

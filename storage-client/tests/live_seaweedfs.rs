@@ -231,7 +231,7 @@ async fn publish_fetch_and_range() {
     let got: Vec<(Vec<u8>, Vec<u8>)> = resp
         .messages
         .into_iter()
-        .map(|m| (m.key, m.value))
+        .map(|m| (m.key.to_vec(), m.value.to_vec()))
         .collect();
     assert_eq!(got, records);
 
@@ -252,7 +252,7 @@ async fn publish_fetch_and_range() {
         .await
         .expect("FetchMessage")
         .into_inner();
-    let vals: Vec<&[u8]> = resp.messages.iter().map(|m| m.value.as_slice()).collect();
+    let vals: Vec<&[u8]> = resp.messages.iter().map(|m| m.value.as_ref()).collect();
     assert_eq!(vals, [b"v7".as_slice(), b"v8".as_slice()]);
     assert_eq!(resp.high_water_mark, 11);
     assert_eq!(resp.next_offset, 9);
@@ -283,7 +283,7 @@ async fn publish_fetch_and_range() {
     let back = fetch_until(&mut lead, &topic, &partition, 0, 12).await;
     let kv: Vec<(&[u8], &[u8])> = back
         .iter()
-        .map(|m| (m.key.as_slice(), m.value.as_slice()))
+        .map(|m| (m.key.as_ref(), m.value.as_ref()))
         .collect();
     assert_eq!(kv[3], (b"k3".as_slice(), b"v3".as_slice()));
     assert_eq!(kv[10], (b"".as_slice(), b"x".as_slice()));

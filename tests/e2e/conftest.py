@@ -29,6 +29,9 @@ import time
 
 import pytest
 
+# SeaweedFS fixtures (seaweed_cluster, seaweed): the SeaweedMQ storage run and its tests use them.
+from seaweed import seaweed, seaweed_cluster  # noqa: F401
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KELP = pathlib.Path(os.environ.get("KELP_BIN", ROOT / "target" / "release" / "kelp"))
 STORAGE = os.environ.get("KELP_STORAGE", "local")  # the broker default
@@ -94,8 +97,10 @@ class Broker:
 
     external = False
 
-    def __init__(self, data_dir, extra_args=()):
+    def __init__(self, data_dir, extra_args=(), seaweed=None):
         self.data_dir = data_dir
+        # With --storage seaweedmq: the SeaweedFS cluster the data goes to.
+        self.seaweed = seaweed
         self.port = free_port()
         self.extra_args = list(extra_args)
         self.proc = None
@@ -120,6 +125,12 @@ class Broker:
         cores = default_cores()
         if cores:
             args += ["--cores", cores]
+        if STORAGE == "seaweedmq":
+            args += ["--seaweedmq-master", self.seaweed.master,
+                     # topics made outside Kelp show up in Metadata quickly
+                     "--seaweedmq-topic-refresh-ms", "500"]
+            if (os.cpu_count() or 1) >= 2:
+                args += ["--forwarder-core", "1"]
         return args + self.extra_args
 
     def alive(self):
@@ -196,10 +207,10 @@ def pytest_runtest_makereport(item, call):
 
 
 @contextlib.contextmanager
-def running_broker(cls, prefix, extra_args=()):
+def running_broker(cls, prefix, extra_args=(), seaweed=None):
     """A started `cls` broker in a fresh temporary data dir, stopped by PID at the end."""
     with tempfile.TemporaryDirectory(prefix=prefix) as d:
-        b = cls(d, extra_args)
+        b = cls(d, extra_args, seaweed=seaweed)
         b.start()
         try:
             yield b
@@ -209,11 +220,12 @@ def running_broker(cls, prefix, extra_args=()):
 
 
 @pytest.fixture(scope="session")
-def broker_process():
+def broker_process(request):
     if EXTERNAL:
         yield ExternalBroker(EXTERNAL)
         return
-    with running_broker(Broker, "kelp-e2e-") as b:
+    sw = request.getfixturevalue("seaweed_cluster") if STORAGE == "seaweedmq" else None
+    with running_broker(Broker, "kelp-e2e-", seaweed=sw) as b:
         yield b
 
 

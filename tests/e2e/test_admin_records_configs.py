@@ -11,8 +11,13 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic, ResourceType)
 
+import conftest
 from conftest import running_broker
 from test_storage_local import LocalBroker
+
+# These start their own Kelp on local storage; the local and memory passes run them already.
+pytestmark = pytest.mark.skipif(conftest.STORAGE == "seaweedmq",
+                                reason="local storage: covered by the local and memory passes")
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import uuid
 
 from prometheus_client.parser import text_string_to_metric_families
 
+import conftest
 from conftest import Broker, free_port
 
 
@@ -20,13 +21,15 @@ def scrape(port):
         return r.read().decode()
 
 
-def test_metrics_parse_and_count_traffic():
+def test_metrics_parse_and_count_traffic(request):
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     mport = free_port()
     with tempfile.TemporaryDirectory(prefix="kelp-metrics-") as d:
-        b = Broker(d, ["--metrics-addr", f"127.0.0.1:{mport}"])
+        sw = (request.getfixturevalue("seaweed_cluster")
+              if conftest.STORAGE == "seaweedmq" else None)
+        b = Broker(d, ["--metrics-addr", f"127.0.0.1:{mport}"], seaweed=sw)
         b.start()
         try:
             topic = f"m-{uuid.uuid4().hex[:8]}"
@@ -73,3 +76,9 @@ def test_metrics_parse_and_count_traffic():
     p99 = [s.value for s in fams["kelp_request_latency_seconds"].samples
            if s.labels.get("quantile") == "0.99" and s.labels.get("kind") == "produce"]
     assert p99 and all(v >= 0 for v in p99) and max(p99) > 0
+    if conftest.STORAGE == "seaweedmq":
+        # The forwarder's queue depth and what SeaweedMQ acknowledged.
+        assert "kelp_forwarder_queue_depth" in fams
+        assert total("kelp_forwarder_inflight_bytes") >= 0
+        assert total("kelp_forwarder_published_records", "_total") >= n
+        assert total("kelp_forwarder_streams_opened", "_total") >= 4

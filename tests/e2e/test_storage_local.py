@@ -18,6 +18,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 import conftest
 from conftest import KELP, Broker, running_broker
 
+# These start their own Kelp on local storage; the local and memory passes run them already.
+pytestmark = pytest.mark.skipif(conftest.STORAGE == "seaweedmq",
+                                reason="local storage: covered by the local and memory passes")
+
 
 class LocalBroker(Broker):
     """The shared Broker, always with --storage local (whatever KELP_STORAGE says)."""

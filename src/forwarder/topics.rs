@@ -1,0 +1,188 @@
+//! Kafka topics in SeaweedMQ for the forwarder: `kafka/<topic>` looked up, created
+//! (`ConfigureTopic`, never re-partitioning an existing topic), listed into the cluster
+//! metadata (`ListTopics` + `GetTopicConfiguration`, periodically) and deleted (the topic's
+//! directory on the filer). Runs on the forwarder thread; publishes topics through `cluster/`.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use kelp_storage_client::filer;
+use kelp_storage_client::pb::messaging_pb::{
+    BrokerPartitionAssignment, ConfigureTopicRequest, GetTopicConfigurationRequest,
+    ListTopicsRequest,
+};
+use kelp_storage_client::pb::schema_pb;
+
+use super::client::{is_transport, request, storage, Forwarder, Route, DELETED_MEMORY, NAMESPACE};
+use super::TopicInfo;
+use crate::error::KelpError;
+
+/// The Kafka topic `name` in SeaweedMQ.
+pub fn smq_topic(name: &str) -> schema_pb::Topic {
+    schema_pb::Topic {
+        namespace: NAMESPACE.to_string(),
+        name: name.to_string(),
+    }
+}
+
+fn topic_info(name: &str, assignments: &[BrokerPartitionAssignment]) -> TopicInfo {
+    let generation = assignments
+        .iter()
+        .filter_map(|a| a.partition.as_ref())
+        .map(|p| p.unix_time_ns)
+        .min()
+        .unwrap_or(0);
+    TopicInfo {
+        name: name.to_string(),
+        partitions: assignments.len() as i32,
+        id: uuid::Uuid::new_v5(
+            &uuid::Uuid::NAMESPACE_URL,
+            format!("seaweedmq:{NAMESPACE}/{name}@{generation}").as_bytes(),
+        ),
+    }
+}
+
+impl Forwarder {
+    /// The topic's configuration, or None if SeaweedMQ does not know it.
+    pub(super) async fn lookup_topic(&self, name: &str) -> Result<Option<TopicInfo>, KelpError> {
+        if self.deleted.borrow().contains_key(name) {
+            return Ok(None);
+        }
+        let t = smq_topic(name);
+        let r = self
+            .control("GetTopicConfiguration", move |mut c| {
+                let t = t.clone();
+                Box::pin(async move {
+                    c.get_topic_configuration(request(GetTopicConfigurationRequest {
+                        topic: Some(t),
+                    }))
+                    .await
+                    .map(tonic::Response::into_inner)
+                })
+            })
+            .await;
+        match r {
+            Ok(cfg) if !cfg.broker_partition_assignments.is_empty() => {
+                Ok(Some(topic_info(name, &cfg.broker_partition_assignments)))
+            }
+            Ok(_) => Ok(None),
+            Err(s) if is_transport(&s) => Err(storage("GetTopicConfiguration", s)),
+            // A missing topic comes back as an error status with a message.
+            Err(_) => Ok(None),
+        }
+    }
+
+    pub(super) async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+    ) -> Result<TopicInfo, KelpError> {
+        // ConfigureTopic with another count would start a new generation (offsets from 0):
+        // never do that to an existing topic.
+        if let Some(existing) = self.lookup_topic(name).await? {
+            self.cluster
+                .adopt_topic(&existing.name, existing.id, existing.partitions);
+            return Err(KelpError::TopicAlreadyExists);
+        }
+        self.deleted.borrow_mut().remove(name);
+        let t = smq_topic(name);
+        let resp = self
+            .control("ConfigureTopic", move |mut c| {
+                let t = t.clone();
+                Box::pin(async move {
+                    c.configure_topic(request(ConfigureTopicRequest {
+                        topic: Some(t),
+                        partition_count: partitions,
+                        ..Default::default()
+                    }))
+                    .await
+                    .map(tonic::Response::into_inner)
+                })
+            })
+            .await
+            .map_err(|s| storage("ConfigureTopic", s))?;
+        if resp.broker_partition_assignments.len() != partitions as usize {
+            return Err(storage(
+                "ConfigureTopic",
+                format!(
+                    "asked for {partitions} partitions, got {}",
+                    resp.broker_partition_assignments.len()
+                ),
+            ));
+        }
+        let info = topic_info(name, &resp.broker_partition_assignments);
+        self.routes.borrow_mut().insert(
+            name.to_string(),
+            Route {
+                assignments: resp.broker_partition_assignments,
+                at: Instant::now(),
+            },
+        );
+        tracing::info!(
+            topic = name,
+            partitions,
+            "created SeaweedMQ topic {NAMESPACE}/{name}"
+        );
+        Ok(info)
+    }
+
+    /// Kafka topics SeaweedMQ holds, with their partition counts.
+    pub(super) async fn list_topics(&self) -> Result<Vec<TopicInfo>, KelpError> {
+        let resp = self
+            .control("ListTopics", |mut c| {
+                Box::pin(async move {
+                    c.list_topics(request(ListTopicsRequest {}))
+                        .await
+                        .map(tonic::Response::into_inner)
+                })
+            })
+            .await
+            .map_err(|s| storage("ListTopics", s))?;
+        let mut out = Vec::new();
+        for t in resp.topics.into_iter().filter(|t| t.namespace == NAMESPACE) {
+            if crate::cluster::validate_topic_name(&t.name).is_err() {
+                continue;
+            }
+            if let Some(info) = self.lookup_topic(&t.name).await? {
+                out.push(info);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Publishes SeaweedMQ's Kafka topics in the cluster metadata.
+    pub(super) async fn sync_topics(&self) -> Result<usize, KelpError> {
+        let mut topics = self.list_topics().await?;
+        self.deleted
+            .borrow_mut()
+            .retain(|_, at| at.elapsed() < DELETED_MEMORY);
+        topics.retain(|t| !self.deleted.borrow().contains_key(&t.name));
+        for t in &topics {
+            self.cluster.adopt_topic(&t.name, t.id, t.partitions);
+        }
+        Ok(topics.len())
+    }
+
+    pub(super) async fn delete_topic(&self, name: &str) -> Result<(), KelpError> {
+        let mut f = self.filer_client()?;
+        filer::delete(&mut f, &format!("/topics/{NAMESPACE}"), name, true)
+            .await
+            .map_err(|e| storage("deleting the topic directory", e))?;
+        self.invalidate(name);
+        self.publishers.borrow_mut().retain(|(t, _), _| t != name);
+        self.deleted
+            .borrow_mut()
+            .insert(name.to_string(), Instant::now());
+        Ok(())
+    }
+
+    /// Keeps the cluster metadata in step with SeaweedMQ's topics, forever.
+    pub(super) async fn refresh_topics(self: Rc<Self>) {
+        loop {
+            tokio::time::sleep(self.s.topic_refresh).await;
+            if let Err(e) = self.sync_topics().await {
+                tracing::debug!(error = %e, "topic refresh failed");
+            }
+        }
+    }
+}
