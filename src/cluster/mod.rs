@@ -279,14 +279,7 @@ impl Cluster {
             partitions,
             configs: old.as_ref().map(|t| t.configs.clone()).unwrap_or_default(),
         });
-        let published = self.store_and_publish(|s| {
-            if let Some(o) = &old {
-                s.by_id.remove(&o.id);
-            }
-            s.by_id.insert(m.id, m.clone());
-            s.topics.insert(m.name.clone(), m.clone());
-        });
-        if let Err(e) = published {
+        if let Err(e) = self.replace_topic(old.as_deref(), &m) {
             tracing::warn!(topic = name, error = %e, "could not publish a SeaweedMQ topic");
         } else {
             tracing::info!(topic = name, partitions, "topic from SeaweedMQ");
@@ -310,16 +303,20 @@ impl Cluster {
             partitions,
             configs,
         });
-        let old = self.topic(name);
+        self.replace_topic(self.topic(name).as_deref(), &m)?;
+        tracing::info!(topic = name, partitions, "created topic");
+        Ok(m)
+    }
+
+    /// Publishes `m` in place of `old` (another incarnation of the same name, if any).
+    fn replace_topic(&self, old: Option<&TopicMeta>, m: &Arc<TopicMeta>) -> Result<(), KelpError> {
         self.store_and_publish(|s| {
-            if let Some(o) = &old {
+            if let Some(o) = old {
                 s.by_id.remove(&o.id);
             }
             s.by_id.insert(m.id, m.clone());
             s.topics.insert(m.name.clone(), m.clone());
-        })?;
-        tracing::info!(topic = name, partitions, "created topic");
-        Ok(m)
+        })
     }
 
     /// Removes a topic from the metadata; shards drop its partitions when told.

@@ -30,7 +30,7 @@ import time
 import pytest
 
 # SeaweedFS fixtures (seaweed_cluster, seaweed): the SeaweedMQ storage run and its tests use them.
-from seaweed import seaweed, seaweed_cluster  # noqa: F401
+from seaweed import seaweed, seaweed_cluster, node_failed  # noqa: F401
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KELP = pathlib.Path(os.environ.get("KELP_BIN", ROOT / "target" / "release" / "kelp"))
@@ -238,13 +238,8 @@ def broker(broker_process, request):
         b.start()
     since = b.log_size()
     yield b
-    failed = any(
-        getattr(request.node, f"rep_{when}", None) is not None
-        and getattr(request.node, f"rep_{when}").failed
-        for when in ("setup", "call")
-    )
     died = not b.alive()
-    if (failed or died) and not b.external:
+    if (node_failed(request) or died) and not b.external:
         print(f"--- kelp log during {request.node.name} ({b.log_path}) ---")
         print(b.log_tail(since) or "(nothing logged)")
     if died:

@@ -292,6 +292,15 @@ def seaweed_cluster():
         yield sw
 
 
+def node_failed(request):
+    """Whether the running test failed in setup or call (reports kept by conftest's hook)."""
+    return any(
+        getattr(request.node, f"rep_{when}", None) is not None
+        and getattr(request.node, f"rep_{when}").failed
+        for when in ("setup", "call")
+    )
+
+
 @pytest.fixture
 def seaweed(seaweed_cluster, request):
     sw = seaweed_cluster
@@ -300,11 +309,6 @@ def seaweed(seaweed_cluster, request):
         sw.start_broker()
     since = sw.log_size()
     yield sw
-    failed = any(
-        getattr(request.node, f"rep_{when}", None) is not None
-        and getattr(request.node, f"rep_{when}").failed
-        for when in ("setup", "call")
-    )
-    if failed and not sw.external:
+    if node_failed(request) and not sw.external:
         print(f"--- mq.broker log during {request.node.name} ({sw.log_path()}) ---")
         print(sw.log_tail("broker", since) or "(nothing logged)")
