@@ -32,6 +32,18 @@ cargo build --release --workspace --locked
 step "cargo test --release"
 cargo test --release --workspace --locked
 
+# The SeaweedMQ client's own tests against a real SeaweedFS (they refuse to skip here).
+step "storage-client live tests against a real SeaweedFS"
+SW_DIR="$(mktemp -d -t kelp-sw-live-XXXXXX)"
+SW_BASE=$(( 12000 + RANDOM % 8000 ))
+stop_sw() { scripts/seaweedfs.sh stop "$SW_DIR" --kill >/dev/null 2>&1 || true; rm -rf "$SW_DIR"; }
+trap stop_sw EXIT
+SW_MASTER="$(scripts/seaweedfs.sh start "$SW_DIR" "$SW_BASE" | tail -1)"
+KELP_SEAWEED_MASTER="$SW_MASTER" KELP_REQUIRE_SEAWEED=1 \
+  cargo test --release --locked -p kelp-storage-client --test live_seaweedfs
+stop_sw
+trap - EXIT
+
 if [ -n "${KELP_BOOTSTRAP:-}" ]; then
   step "e2e against KELP_BOOTSTRAP=$KELP_BOOTSTRAP (not the freshly built binary)"
 else

@@ -122,6 +122,23 @@ async fn smqctl(master: &str, args: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// `smqctl read-offset` of partition 2 of topic "orders" in `group`.
+async fn smqctl_read_offset(master: &str, group: &str) -> Vec<serde_json::Value> {
+    smqctl(
+        master,
+        &[
+            "read-offset",
+            "--group",
+            group,
+            "--topic",
+            "orders",
+            "--partition",
+            "2",
+        ],
+    )
+    .await
+}
+
 #[tokio::test]
 async fn publish_fetch_and_range() {
     let Some(master) = master() else { return };
@@ -429,19 +446,7 @@ async fn group_offsets_on_the_filer() {
         .expect("exists");
     assert_eq!(group_offsets::decode(&b).expect("decode").offset, 42);
 
-    let lines = smqctl(
-        &master,
-        &[
-            "read-offset",
-            "--group",
-            &group,
-            "--topic",
-            "orders",
-            "--partition",
-            "2",
-        ],
-    )
-    .await;
+    let lines = smqctl_read_offset(&master, &group).await;
     assert_eq!(lines[0]["offset"], 42);
     assert_eq!(lines[0]["metadata"], "meta");
 
@@ -477,19 +482,7 @@ async fn group_offsets_on_the_filer() {
         filer::read_file(&mut fc, &dir, name).await.expect("read"),
         None
     );
-    let lines = smqctl(
-        &master,
-        &[
-            "read-offset",
-            "--group",
-            &group,
-            "--topic",
-            "orders",
-            "--partition",
-            "2",
-        ],
-    )
-    .await;
+    let lines = smqctl_read_offset(&master, &group).await;
     assert!(lines[0]["offset"].is_null());
 }
 
