@@ -97,7 +97,7 @@ impl Settings {
             master,
             brokers,
             filer,
-            filer_http: c.seaweedmq_filer.as_deref().map(http_of),
+            filer_http: c.seaweedmq_filer.as_deref().map(addr::http_host_port),
             topic_refresh: Duration::from_millis(c.seaweedmq_topic_refresh_ms.max(100)),
             connect_timeout: Duration::from_millis(c.seaweedmq_connect_timeout_ms),
             default_partitions: c.default_partitions,
@@ -144,14 +144,6 @@ pub struct Forwarder {
 
 /// How long a deleted topic stays out of the topic refresh.
 pub(super) const DELETED_MEMORY: Duration = Duration::from_secs(300);
-
-/// The HTTP "host:port" of a SeaweedFS address written "host:port" or "host:port.grpcport".
-fn http_of(addr: &str) -> String {
-    match addr.rsplit_once(':') {
-        Some((host, port)) => format!("{host}:{}", port.split('.').next().unwrap_or(port)),
-        None => addr.to_string(),
-    }
-}
 
 pub(super) fn storage(what: &str, e: impl std::fmt::Display) -> KelpError {
     KelpError::Storage(format!("SeaweedMQ {what}: {e}"))
@@ -247,7 +239,7 @@ impl Forwarder {
                 .ok_or_else(|| storage("master", "no filer registered"))?;
             *self.filer.borrow_mut() =
                 Some(addr::grpc_endpoint_of_http(f).map_err(|e| storage("filer address", e))?);
-            *self.filer_http.borrow_mut() = Some(http_of(f));
+            *self.filer_http.borrow_mut() = Some(addr::http_host_port(f));
         }
         *self.brokers.borrow_mut() = brokers;
         Ok(())

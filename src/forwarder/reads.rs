@@ -59,7 +59,7 @@ impl Forwarder {
         // Flushed records first, from the files, where every entry carries its offset: a
         // broker's read buffer after a partition reload can answer from the wrong offsets.
         // FetchMessage serves what is not flushed yet.
-        let pl = self.placement(topic, k).await?;
+        let mut pl = self.placement(topic, k).await?;
         match self.fetch_files(&pl, offset, end, max_bytes as usize).await {
             Ok(out) if !out.batches.is_empty() => return Ok(out),
             Ok(_) => {}
@@ -68,8 +68,10 @@ impl Forwarder {
             }
         }
         let mut last = None;
-        for _ in 0..2 {
-            let pl = self.placement(topic, k).await?;
+        for attempt in 0..2 {
+            if attempt > 0 {
+                pl = self.placement(topic, k).await?;
+            }
             let resp = self
                 .broker(&pl.leader)?
                 .fetch_message(request(FetchMessageRequest {

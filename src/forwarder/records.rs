@@ -20,12 +20,6 @@ pub struct Decoded {
     pub had_headers: bool,
 }
 
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
 /// Decodes one Kafka record batch (decompressing it) into data messages, in offset order.
 pub fn decode_batch(batch: &Bytes) -> Result<Decoded, String> {
     let mut buf = batch.clone();
@@ -35,7 +29,7 @@ pub fn decode_batch(batch: &Bytes) -> Result<Decoded, String> {
     // forces ts_ns to increase. Client timestamps (possibly old, out of order) confuse its
     // offset recovery after a partition reload, so records carry their arrival time, as the
     // Go gateway does; Kafka CreateTime survives only in Kelp's cache.
-    let ts_ns = now_ns();
+    let ts_ns = kelp_storage_client::broker::now_ns();
     let messages = set
         .records
         .into_iter()

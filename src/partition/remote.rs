@@ -95,18 +95,10 @@ impl Partition {
         if hwm == self.hw && self.next_offset == hwm {
             return 0;
         }
-        let freed = self.drop_cache();
+        let freed = self.cache.drop_below(i64::MAX);
         self.hw = hwm.max(self.log_start);
         self.next_offset = self.hw;
         self.appended.notify(usize::MAX);
-        freed
-    }
-
-    fn drop_cache(&mut self) -> usize {
-        let mut freed = 0;
-        while let Some(b) = self.cache.pop_front() {
-            freed += b.data.len();
-        }
         freed
     }
 
@@ -180,7 +172,7 @@ impl Partition {
                                 last,
                                 "SeaweedMQ assigned other offsets than predicted: batch not cached"
                             );
-                            done.freed += self.drop_cache();
+                            done.freed += self.cache.drop_below(i64::MAX);
                             self.hw = self.hw.max(last + 1);
                             if let Some(r) = &mut self.remote {
                                 r.realign = true;

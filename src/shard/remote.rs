@@ -8,7 +8,6 @@
 //! await.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,20 +29,6 @@ const REMOTE_REFRESH: Duration = Duration::from_secs(1);
 const SCAN_BYTES: usize = 1 << 20;
 /// Most FetchMessage calls one timestamp lookup makes.
 const SCAN_CALLS: usize = 1000;
-
-/// `f`, or REQUEST_TIMED_OUT at `deadline` (the produce's own timeout bounds every wait).
-async fn within<T>(
-    deadline: Instant,
-    f: impl Future<Output = Result<T, KelpError>>,
-) -> Result<T, KelpError> {
-    let timer = glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
-    futures::pin_mut!(f);
-    futures::pin_mut!(timer);
-    match futures::future::select(f, timer).await {
-        futures::future::Either::Left((r, _)) => r,
-        futures::future::Either::Right(_) => Err(KelpError::RequestTimedOut),
-    }
-}
 
 impl Shard {
     fn fwd(&self) -> Result<&Arc<ForwarderHandle>, KelpError> {
@@ -78,7 +63,10 @@ impl Shard {
         timeout: Duration,
     ) -> ProduceOut {
         let deadline = Instant::now() + timeout;
-        within(deadline, self.sync_remote(topic, partition, None)).await?;
+        // The produce's own timeout bounds every wait, the offset lookup included.
+        super::repolled_until(Box::pin(self.sync_remote(topic, partition, None)), deadline)
+            .await
+            .unwrap_or(Err(KelpError::RequestTimedOut))?;
         let (ticket, bytes) = match self.with_partition(topic, partition, |p| {
             p.reserve_remote(batches).map(|r| (r, p.log_start_offset()))
         })?? {

@@ -63,6 +63,18 @@ pub fn grpc_endpoint_of_http(addr: &str) -> Result<String, AddrError> {
     Ok(format!("http://{host}:{grpc}"))
 }
 
+/// The HTTP `"host:port"` of an address written `"host:port"` or `"host:port.grpcport"` (a
+/// filer's HTTP port serves file contents). A leading `http://` is ignored.
+pub fn http_host_port(addr: &str) -> String {
+    let bare = strip_scheme(addr);
+    match bare.rsplit_once(':') {
+        Some((host, ports)) => {
+            format!("{host}:{}", ports.split('.').next().unwrap_or(ports))
+        }
+        None => bare.to_owned(),
+    }
+}
+
 /// The gRPC endpoint URI of an address that already names a gRPC port (brokers).
 ///
 /// `"host:port"` becomes `"http://host:port"`; an address that already has a scheme is
@@ -134,6 +146,13 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn http_host_port_drops_the_grpc_port() {
+        assert_eq!(http_host_port("127.0.0.1:8888.18888"), "127.0.0.1:8888");
+        assert_eq!(http_host_port("127.0.0.1:8888"), "127.0.0.1:8888");
+        assert_eq!(http_host_port("http://filer:8888"), "filer:8888");
     }
 
     #[test]
