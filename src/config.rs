@@ -103,6 +103,11 @@ pub struct Config {
     #[arg(long, default_value_t = 2 * 1024 * 1024)]
     pub io_memory: usize,
 
+    /// Threads per shard core, pinned to it, that run the local log's writes and fdatasyncs
+    /// (the executor sleeps meanwhile); more than one lets syncs of partitions overlap.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub io_threads_per_core: u16,
+
     /// Maximum concurrent client connections per shard core; more are closed at accept.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections_per_core: usize,

@@ -27,9 +27,11 @@ pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
+use futures::channel::oneshot;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
@@ -44,9 +46,21 @@ pub struct RequestContext {
     pub header: RequestHeader,
     /// The client's address ("ip:port"), as the connection saw it.
     pub peer: Rc<str>,
+    /// Fired by [`RequestContext::started`].
+    started: Cell<Option<oneshot::Sender<()>>>,
 }
 
 impl RequestContext {
+    /// Tells the connection that this request's order-sensitive part is done (its appends
+    /// are queued in order), so it may start the next request before this one is answered.
+    /// The connection starts the next request of a handler that never calls this only once
+    /// that handler has finished.
+    pub fn started(&self) {
+        if let Some(tx) = self.started.take() {
+            let _ = tx.send(());
+        }
+    }
+
     /// The client host as Kafka reports it in DescribeGroups ("/" + ip).
     pub fn client_host(&self) -> String {
         let ip = match self.peer.rsplit_once(':') {
@@ -70,17 +84,20 @@ impl RequestContext {
 }
 
 /// Handles one request frame (header included). `Ok(None)`: no response is sent (acks=0).
+/// `started` fires (or is dropped) once the next request of the connection may start.
 pub async fn dispatch(
     shard: Rc<Shard>,
     header: RequestHeader,
     peer: Rc<str>,
     mut frame: BytesMut,
+    started: oneshot::Sender<()>,
 ) -> Result<Option<Response>, ConnectionError> {
     let _ = frame.split_to(header.body_offset);
     let ctx = RequestContext {
         shard,
         header,
         peer,
+        started: Cell::new(Some(started)),
     };
     if !ctx.header.version_supported() {
         if ctx.header.api_key == key::API_VERSIONS {

@@ -1,5 +1,6 @@
 //! Produce (key 0, v3-v11): validate batches where the request arrived, append them on the
-//! owning shards, answer by acks.
+//! owning shards, answer by acks. Once the appends are queued the connection may go on to
+//! its next request, so pipelined produces share one fdatasync (group commit).
 
 use bytes::BytesMut;
 use kafka_protocol::messages::produce_response::{
@@ -66,7 +67,18 @@ pub async fn handle(
         names.push(topic.name);
     }
 
-    let mut results = ctx.shard.scatter(items).await.into_iter();
+    // The connection may start its next request once the appends are queued, except on
+    // SeaweedMQ, where an append can wait before it takes its offsets.
+    let pipelined = ctx.shard.forwarder.is_none();
+    let mut results = ctx
+        .shard
+        .scatter_ordered(items, || {
+            if pipelined {
+                ctx.started()
+            }
+        })
+        .await
+        .into_iter();
     if req.acks == 0 {
         return Ok(None);
     }

@@ -3,7 +3,7 @@
 //! recovery, retention, and the durable metadata and group offsets stores.
 //!
 //! Layout and fsync policy: docs/storage.md. Owned by the shards (each opens only the
-//! partitions it owns); calls glommio for file I/O and `record/` for batch headers.
+//! partitions it owns); calls glommio for file I/O (writes on its blocking pool: [`appender`]) and `record/` for batch headers.
 //! `partition/` keeps the cache and offsets and calls into [`PartitionLog`].
 
 pub mod appender;
@@ -52,14 +52,9 @@ pub fn meta_dir(data_dir: &Path) -> PathBuf {
 
 /// fsync of a directory, so entries created or renamed in it survive a crash.
 pub async fn sync_dir(dir: &Path) -> Result<(), LogError> {
-    let d = glommio::io::Directory::open(dir)
+    appender::sync_dir(dir)
         .await
-        .map_err(|e| LogError::Write(format!("opening directory {}: {e}", dir.display())))?;
-    d.sync()
-        .await
-        .map_err(|e| LogError::Write(format!("syncing directory {}: {e}", dir.display())))?;
-    let _ = d.close().await;
-    Ok(())
+        .map_err(|e| LogError::Write(e.to_string()))
 }
 
 /// Creates the data directory layout and proves it writable, before any shard starts: a

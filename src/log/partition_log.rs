@@ -3,7 +3,7 @@
 //!
 //! Offsets are assigned by `partition/` before batches are queued here, so the log only
 //! preserves their order. A single writer at a time (whichever waiting produce finds the log
-//! idle) drains the whole queue into the active segment in one DMA write, rolls segments by
+//! idle) drains the whole queue into the active segment in one write, rolls segments by
 //! size and age, and — under `--fsync always`, when a durable waiter asked — issues one
 //! fdatasync for everything written so far. Appends that arrive during a write or sync are
 //! taken by the writer's next round: that is the group commit. A failed write or sync fails
@@ -222,7 +222,7 @@ impl PartitionLog {
             .segments
             .values()
             .next_back()
-            .and_then(Segment::dma);
+            .and_then(Segment::sync_handle);
         if let Some(f) = file {
             f.fdatasync().await.map_err(|e| {
                 LogError::Write(format!("fdatasync in {}: {e}", self.dir.display()))

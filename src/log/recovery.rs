@@ -42,7 +42,7 @@ struct Scanned {
     valid_len: u64,
     file_len: u64,
     next_offset: i64,
-    /// Whether everything past `valid_len` is zero padding (a DMA tail block), not damage.
+    /// Whether everything past `valid_len` is zero padding (an O_DIRECT tail block of logs written before Kelp moved to page-cache writes), not damage.
     padding_only: bool,
 }
 

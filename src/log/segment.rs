@@ -2,7 +2,7 @@
 //! exactly as cached (base offsets assigned), plus its in-memory sparse index and, once
 //! sealed, `.index` and `.timeindex` files.
 //!
-//! Owned by [`super::partition_log::PartitionLog`]; calls [`super::appender`] for DMA writes.
+//! Owned by [`super::partition_log::PartitionLog`]; calls [`super::appender`] for writes.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -10,9 +10,9 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use glommio::io::{BufferedFile, DmaFile};
+use glommio::io::BufferedFile;
 
-use super::appender::{self, Appender};
+use super::appender::{self, Appender, SyncHandle};
 use super::index::SegmentIndex;
 use crate::record::batch::BatchHeader;
 
@@ -34,10 +34,10 @@ pub fn parse_log_name(name: &str) -> Option<i64> {
 pub struct Segment {
     pub base: i64,
     path: PathBuf,
-    /// Read handle (page cache: coherent with the DMA writes, and works on every device).
+    /// Read handle (through the page cache, like the writes).
     reader: Rc<BufferedFile>,
-    /// DMA handle of the active segment, for fdatasync while the appender is out writing.
-    dma: Option<Rc<DmaFile>>,
+    /// Handle of the active segment, for fdatasync while the appender is out writing.
+    sync: Option<SyncHandle>,
     /// Present while the segment is the active (appended) one.
     appender: Option<Appender>,
     /// Bytes of intact batches.
@@ -59,7 +59,7 @@ impl Segment {
             base,
             path,
             reader,
-            dma: Some(appender.file()),
+            sync: Some(appender.sync_handle()),
             appender: Some(appender),
             size: 0,
             next_offset: base,
@@ -88,7 +88,7 @@ impl Segment {
             base,
             path,
             reader,
-            dma: appender.as_ref().map(Appender::file),
+            sync: appender.as_ref().map(Appender::sync_handle),
             appender,
             size,
             next_offset,
@@ -107,9 +107,9 @@ impl Segment {
         self.reader.clone()
     }
 
-    /// The DMA handle while the segment is active (for fdatasync).
-    pub fn dma(&self) -> Option<Rc<DmaFile>> {
-        self.dma.clone()
+    /// The sync handle while the segment is active.
+    pub fn sync_handle(&self) -> Option<SyncHandle> {
+        self.sync.clone()
     }
 
     /// Takes the appender out for a write (the log's single writer puts it back).
@@ -133,7 +133,7 @@ impl Segment {
     /// using the segment meanwhile; index files are rebuilt by recovery if this fails.
     pub fn begin_seal(&mut self) -> Option<SealJob> {
         let appender = self.appender.take()?;
-        self.dma = None;
+        self.sync = None;
         Some(SealJob {
             appender,
             path: self.path.clone(),

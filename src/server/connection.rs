@@ -1,12 +1,16 @@
-//! One client connection: read length-prefixed frames, dispatch each request in order, write
-//! each response as a gather write. Bad framing or malformed requests close the connection
+//! One client connection: read length-prefixed frames, start each request in order, write
+//! each response in order as a gather write. Bad framing or malformed requests close the connection
 //! with a log line; nothing a client sends can take the shard down.
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use std::collections::VecDeque;
+
 use bytes::BytesMut;
+use futures::channel::oneshot;
+use futures::future::Either;
 use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 
@@ -15,7 +19,7 @@ use crate::api;
 use crate::error::ConnectionError;
 use crate::metrics::Kind;
 use crate::protocol::versions::key;
-use crate::protocol::{frame, RequestHeader};
+use crate::protocol::{frame, RequestHeader, Response};
 use crate::shard::Shard;
 
 /// Produce requests slower than this are logged (fetches and group joins wait by design).
@@ -84,7 +88,28 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
     }
 }
 
+/// Most requests of one connection in progress at once (started, not yet answered). Past it
+/// the connection stops reading, and TCP holds the client back.
+const MAX_IN_FLIGHT: usize = 8;
+
+/// A request that has run: its response (none for acks=0) and what metrics need of it.
+struct Finished {
+    resp: Result<Option<Response>, ConnectionError>,
+    kind: Kind,
+    api_key: i16,
+    correlation_id: i32,
+    started: Instant,
+}
+
+/// Requests in progress, oldest first; their responses go out in this order.
+type InFlight = VecDeque<oneshot::Receiver<Finished>>;
+
 /// Serves one connection until the client closes it or sends something unservable.
+///
+/// Requests are started in order, one at a time: the next one starts when the previous one
+/// has finished, or — a Produce — once its appends are queued ([`api::RequestContext::started`]),
+/// so pipelined produces wait for one fdatasync together. Responses are written in request
+/// order as they complete.
 async fn serve(
     shard: &Rc<Shard>,
     mut stream: TcpStream,
@@ -92,22 +117,42 @@ async fn serve(
 ) -> Result<(), ConnectionError> {
     let max = shard.config.max_request_bytes;
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut in_flight = InFlight::new();
     loop {
-        let need = match frame::next_frame(&mut buf, max)? {
-            Ok(frame) => {
-                handle_frame(shard, &mut stream, &peer, frame).await?;
-                continue;
+        let need = if in_flight.len() < MAX_IN_FLIGHT {
+            match frame::next_frame(&mut buf, max)? {
+                Ok(frame) => {
+                    let started = start(shard, &peer, frame, &mut in_flight)?;
+                    wait_started(shard, &mut stream, &mut in_flight, started).await?;
+                    continue;
+                }
+                Err(need) => Some(need),
             }
-            Err(need) => need,
+        } else {
+            None
         };
-        // Read at least what completes the frame, in big chunks.
+        let Some(need) = need else {
+            write_oldest(shard, &mut stream, &mut in_flight).await?;
+            continue;
+        };
+        // Read at least what completes the frame, in big chunks, unless a response is done
+        // first. An unfinished read is dropped safely: glommio reads only once data is there.
         let have = buf.len();
         let want = (need - have).max(READ_CHUNK);
         buf.resize(have + want, 0);
-        let n = stream.read(&mut buf[have..]).await;
-        match n {
-            Ok(0) => {
+        let outcome = {
+            let read = stream.read(&mut buf[have..]);
+            let oldest = oldest_done(&mut in_flight);
+            futures::pin_mut!(oldest);
+            match futures::future::select(read, oldest).await {
+                Either::Left((r, _)) => Either::Left(r),
+                Either::Right((done, _)) => Either::Right(done),
+            }
+        };
+        match outcome {
+            Either::Left(Ok(0)) => {
                 buf.truncate(have);
+                drain(shard, &mut stream, &mut in_flight).await?;
                 if have > 0 {
                     return Err(ConnectionError::Malformed(format!(
                         "client closed mid-frame ({have} of {need} bytes)"
@@ -115,18 +160,25 @@ async fn serve(
                 }
                 return Ok(());
             }
-            Ok(n) => buf.truncate(have + n),
-            Err(e) => return Err(e.into()),
+            Either::Left(Ok(n)) => buf.truncate(have + n),
+            Either::Left(Err(e)) => return Err(e.into()),
+            Either::Right(done) => {
+                buf.truncate(have);
+                in_flight.pop_front();
+                write_finished(shard, &mut stream, done).await?;
+            }
         }
     }
 }
 
-async fn handle_frame(
+/// Spawns the request's task and queues its response; returns the signal that lets the next
+/// request start.
+fn start(
     shard: &Rc<Shard>,
-    stream: &mut TcpStream,
     peer: &Rc<str>,
     frame: BytesMut,
-) -> Result<(), ConnectionError> {
+    in_flight: &mut InFlight,
+) -> Result<oneshot::Receiver<()>, ConnectionError> {
     let started = Instant::now();
     let header = RequestHeader::parse(&frame)?;
     let (api_key, correlation_id) = (header.api_key, header.correlation_id);
@@ -147,25 +199,150 @@ async fn handle_frame(
         corr = header.correlation_id,
         "request"
     );
-    if let Some(resp) = api::dispatch(shard.clone(), header, peer.clone(), frame).await? {
+    let (started_tx, started_rx) = oneshot::channel();
+    let (done_tx, done_rx) = oneshot::channel();
+    let (shard, peer) = (shard.clone(), peer.clone());
+    // Its own task, so it runs to the end even if the connection goes away meanwhile (a
+    // half-done append would leave the partition's log writer stuck).
+    glommio::spawn_local(async move {
+        let resp = api::dispatch(shard, header, peer, frame, started_tx).await;
+        let _ = done_tx.send(Finished {
+            resp,
+            kind,
+            api_key,
+            correlation_id,
+            started,
+        });
+    })
+    .detach();
+    in_flight.push_back(done_rx);
+    Ok(started_rx)
+}
+
+/// Waits until the newest request lets the next one start, writing the responses that
+/// complete meanwhile. A newest request that failed ends the connection after the responses
+/// before it.
+async fn wait_started(
+    shard: &Rc<Shard>,
+    stream: &mut TcpStream,
+    in_flight: &mut InFlight,
+    mut started: oneshot::Receiver<()>,
+) -> Result<(), ConnectionError> {
+    loop {
+        let outcome = {
+            let oldest = oldest_done(in_flight);
+            futures::pin_mut!(oldest);
+            match futures::future::select(&mut started, oldest).await {
+                Either::Left((r, _)) => Either::Left(r),
+                Either::Right((done, _)) => Either::Right(done),
+            }
+        };
+        match outcome {
+            Either::Left(Ok(())) => return Ok(()),
+            // The handler finished without the signal: its result is already queued.
+            Either::Left(Err(_)) => break,
+            Either::Right(done) => {
+                in_flight.pop_front();
+                let finished_newest = in_flight.is_empty();
+                write_finished(shard, stream, done).await?;
+                if finished_newest {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    let newest_failed = in_flight
+        .back_mut()
+        .and_then(|rx| rx.try_recv().ok().flatten())
+        .map(|f| match f.resp {
+            Err(e) => Err(e),
+            ok => Ok(Finished { resp: ok, ..f }),
+        });
+    match newest_failed {
+        Some(Err(e)) => {
+            in_flight.pop_back();
+            drain(shard, stream, in_flight).await?;
+            Err(e)
+        }
+        Some(Ok(f)) => {
+            // Put the result back where it was, already received.
+            let (tx, rx) = oneshot::channel();
+            let _ = tx.send(f);
+            if let Some(back) = in_flight.back_mut() {
+                *back = rx;
+            }
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
+/// The oldest request's result, once it has one (never, with none in progress).
+async fn oldest_done(in_flight: &mut InFlight) -> Finished {
+    match in_flight.front_mut() {
+        Some(rx) => match rx.await {
+            Ok(f) => f,
+            // Tasks always send; a lost one counts as a failed request.
+            Err(_) => Finished {
+                resp: Err(ConnectionError::Malformed("request task lost".into())),
+                kind: Kind::Other,
+                api_key: -1,
+                correlation_id: -1,
+                started: Instant::now(),
+            },
+        },
+        None => futures::future::pending().await,
+    }
+}
+
+/// Waits for the oldest request and writes its response.
+async fn write_oldest(
+    shard: &Rc<Shard>,
+    stream: &mut TcpStream,
+    in_flight: &mut InFlight,
+) -> Result<(), ConnectionError> {
+    let done = oldest_done(in_flight).await;
+    in_flight.pop_front();
+    write_finished(shard, stream, done).await
+}
+
+/// Writes every response still to come, in order.
+async fn drain(
+    shard: &Rc<Shard>,
+    stream: &mut TcpStream,
+    in_flight: &mut InFlight,
+) -> Result<(), ConnectionError> {
+    while !in_flight.is_empty() {
+        write_oldest(shard, stream, in_flight).await?;
+    }
+    Ok(())
+}
+
+/// Writes one request's response (if it has one) and records its metrics.
+async fn write_finished(
+    shard: &Rc<Shard>,
+    stream: &mut TcpStream,
+    f: Finished,
+) -> Result<(), ConnectionError> {
+    if let Some(resp) = f.resp? {
         writev::write_all(stream, &resp.chunks).await?;
-        if kind == Kind::Fetch {
+        if f.kind == Kind::Fetch {
             shard
                 .stats
                 .fetch_bytes
                 .fetch_add(resp.len() as u64, Ordering::Relaxed);
         }
     }
-    let elapsed = started.elapsed();
-    if elapsed > SLOW_REQUEST && kind == Kind::Produce {
+    let elapsed = f.started.elapsed();
+    if elapsed > SLOW_REQUEST && f.kind == Kind::Produce {
         tracing::warn!(
-            api = api_key,
-            corr = correlation_id,
+            api = f.api_key,
+            corr = f.correlation_id,
             ?elapsed,
             shard = shard.id,
             "slow request"
         );
     }
-    shard.stats.record(kind, elapsed);
+    shard.stats.record(f.kind, elapsed);
     Ok(())
 }

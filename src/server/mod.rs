@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
-use glommio::{LocalExecutorBuilder, Placement};
+use glommio::{CpuSet, LocalExecutorBuilder, Placement, PoolPlacement};
 
 use crate::cluster::Cluster;
 use crate::config::{Config, StorageKind};
@@ -135,8 +135,15 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
             ready_tx.clone(),
             forwarder.clone(),
         );
+        let pool = PoolPlacement::Custom(vec![
+            CpuSet::online()
+                .map_err(|e| anyhow::anyhow!("listing online cores: {e}"))?
+                .filter(|c| c.cpu == core);
+            usize::from(config.io_threads_per_core)
+        ]);
         let h = LocalExecutorBuilder::new(Placement::Fixed(core))
             .name(&format!("kelp-shard-core{core}"))
+            .blocking_thread_pool_placement(pool)
             .io_memory(config.io_memory)
             .ring_depth(config.ring_depth)
             .preempt_timer(Duration::from_millis(10))

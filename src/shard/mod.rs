@@ -288,6 +288,18 @@ impl Shard {
 
     /// Runs per-partition items on their owning shards and returns the results in item order.
     pub async fn scatter<O: Op>(&self, items: Vec<O>) -> Vec<O::Out> {
+        self.scatter_ordered(items, || ()).await
+    }
+
+    /// [`Shard::scatter`], calling `started` once every item has reached its owner in order:
+    /// peers' items are on the mesh (each peer starts its messages in arrival order) and the
+    /// local items have run up to their first wait (an append is queued by then). A
+    /// connection uses it to start its next request while this one waits for the disk.
+    pub async fn scatter_ordered<O: Op>(
+        &self,
+        items: Vec<O>,
+        started: impl FnOnce(),
+    ) -> Vec<O::Out> {
         let total = items.len();
         let mut groups: Vec<(Vec<usize>, Vec<O>)> =
             (0..self.count).map(|_| (Vec::new(), Vec::new())).collect();
@@ -299,14 +311,13 @@ impl Shard {
         }
         let mut out: Vec<Option<O::Out>> = (0..total).map(|_| None).collect();
         let mut pending = Vec::new();
+        let mut local = None;
         for (shard, (idx, its)) in groups.into_iter().enumerate() {
             if its.is_empty() {
                 continue;
             }
             if shard == self.id {
-                for (i, r) in idx.into_iter().zip(O::run(self, its).await) {
-                    out[i] = Some(r);
-                }
+                local = Some((idx, its));
                 continue;
             }
             let (tx, rx) = oneshot::channel();
@@ -318,6 +329,21 @@ impl Shard {
                     }
                 }
             }
+        }
+        // Local items run while the peers work on theirs.
+        if let Some((idx, its)) = local {
+            let mut run = O::run(self, its);
+            let first = futures::poll!(&mut run);
+            started();
+            let res = match first {
+                std::task::Poll::Ready(res) => res,
+                std::task::Poll::Pending => run.await,
+            };
+            for (i, r) in idx.into_iter().zip(res) {
+                out[i] = Some(r);
+            }
+        } else {
+            started();
         }
         for (idx, rx) in pending {
             match repolled(rx).await {
