@@ -8,6 +8,9 @@
 //! (route looked up again, backoff) and asks the leader's high water mark: the in-flight
 //! messages below it were stored (they are acknowledged with those offsets), the rest are
 //! sent again. This relies on Kelp being the partition's only publisher, the design's rule.
+//! Every stream is opened after asking the leader to load the partition (weed 4.48's brokers
+//! other than the balancer do not load one on demand, and a new leader after a leader move is
+//! often such a broker).
 //! A publish not answered by its deadline gets a retriable error (REQUEST_TIMED_OUT); its
 //! messages not yet sent are dropped, those in flight are still resolved as above.
 //! Runs on the forwarder thread; calls [`super::client::Forwarder`] for routes and ranges.
@@ -18,15 +21,15 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kelp_storage_client::errors;
 use kelp_storage_client::pb::messaging_pb::publish_message_request::{InitMessage, Message};
 use kelp_storage_client::pb::messaging_pb::{
     DataMessage, PublishMessageRequest, PublishMessageResponse,
 };
+use kelp_storage_client::{broker, errors};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use super::client::Forwarder;
+use super::client::{request, Forwarder};
 use super::{records, BatchOffsets};
 use crate::error::KelpError;
 
@@ -409,8 +412,23 @@ fn broker_error(r: &PublishMessageResponse) -> Option<String> {
     })
 }
 
-/// Opens a stream to the partition's leader; returns it with the leader's high water mark,
-/// read before the stream opened (nothing of Kelp's is in flight then).
+/// Whether a stream may be opened after asking the leader to load the partition: yes when it
+/// did, or when it does not know the call (a SeaweedMQ without it loads partitions itself, or
+/// not at all: try anyway); not when it could not be asked (the leader is unreachable).
+fn load_outcome(r: Result<(), tonic::Status>, leader: &str) -> Result<(), String> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(s) if s.code() == tonic::Code::Unimplemented => {
+            tracing::debug!(leader, "AssignTopicPartitions unimplemented");
+            Ok(())
+        }
+        Err(s) => Err(format!("AssignTopicPartitions on {leader}: {s}")),
+    }
+}
+
+/// Opens a stream to the partition's leader, after making it load the partition; returns it
+/// with the leader's high water mark, read before the stream opened (nothing of Kelp's is in
+/// flight then).
 async fn open(
     fwd: &Forwarder,
     topic: &str,
@@ -431,6 +449,16 @@ async fn open(
     tx.send(init)
         .map_err(|_| "request stream closed".to_string())?;
     let mut client = fwd.broker(&pl.leader).map_err(|e| e.to_string())?;
+    // A leader that is not SeaweedMQ's balancer has the partition loaded only if the balancer
+    // told it so when the topic was made; after that broker restarted, after the partition
+    // was unloaded, or after the balancer moved the partition to it from a dead broker, weed
+    // 4.48 panics on PublishMessage instead (storage-client's `broker::load_partition`).
+    // So load it first, right before opening, to keep an unload in between unlikely.
+    let loaded = client
+        .assign_topic_partitions(request(broker::load_request(&pl.topic, &pl.partition)))
+        .await
+        .map(drop);
+    load_outcome(loaded, &pl.leader)?;
     let call = client.publish_message(UnboundedReceiverStream::new(rx));
     let mut acks = tokio::time::timeout(OPEN_TIMEOUT, call)
         .await
@@ -616,6 +644,15 @@ mod tests {
         while let Some(m) = st.queue.pop_front() {
             st.inflight.push_back(m);
         }
+    }
+
+    #[test]
+    fn a_leader_that_cannot_load_the_partition_is_not_published_to() {
+        assert_eq!(load_outcome(Ok(()), "b:1"), Ok(()));
+        let unknown = tonic::Status::unimplemented("no such method");
+        assert_eq!(load_outcome(Err(unknown), "b:1"), Ok(()));
+        let gone = load_outcome(Err(tonic::Status::unavailable("refused")), "b:1");
+        assert!(gone.is_err_and(|e| e.contains("b:1") && e.contains("refused")));
     }
 
     #[test]

@@ -16,8 +16,9 @@ use tonic::transport::Channel;
 use crate::pb::messaging_pb::publish_message_request::{InitMessage, Message};
 use crate::pb::messaging_pb::seaweed_messaging_client::SeaweedMessagingClient;
 use crate::pb::messaging_pb::{
-    BrokerPartitionAssignment, DataMessage, GetPartitionRangeInfoRequest,
-    LookupTopicBrokersRequest, OffsetRangeInfo, PublishMessageRequest, PublishMessageResponse,
+    AssignTopicPartitionsRequest, BrokerPartitionAssignment, DataMessage,
+    GetPartitionRangeInfoRequest, LookupTopicBrokersRequest, OffsetRangeInfo,
+    PublishMessageRequest, PublishMessageResponse,
 };
 use crate::pb::schema_pb::{Partition, Topic};
 use crate::{ring, Error, Result};
@@ -92,6 +93,45 @@ pub async fn lookup_partition(
     ring::find_assignment(&all, k)
         .cloned()
         .ok_or_else(|| Error::NotFound(format!("partition {k} of topic {}", topic.name)))
+}
+
+/// Makes the broker behind `client` load `partition` of `topic` if it has not (the request
+/// SeaweedMQ's balancer sends a partition's leader when it creates a topic).
+///
+/// Call it on the partition leader before `PublishMessage` or `FetchMessage`. weed 4.48 (and
+/// 4.53, the same code) loads a partition on demand only on the balancer: every other broker
+/// checks the topic's assignments against its own list of live brokers, which only the
+/// balancer fills, so it finds itself leader of nothing. `FetchMessage` then answers
+/// "partition not found", and `PublishMessage` dereferences the missing partition and the
+/// whole broker process panics (seen: `nil pointer dereference` in
+/// `LocalPartition.MaybeConnectToFollowers`). That is the case for every partition a
+/// non-balancer broker leads after that broker restarted, after the partition was unloaded
+/// (its last publisher left), and after the balancer moved the partition to it from a dead
+/// broker. Loading an already loaded partition does nothing.
+pub async fn load_partition(
+    client: &mut BrokerClient,
+    topic: &Topic,
+    partition: &Partition,
+) -> Result<()> {
+    client
+        .assign_topic_partitions(load_request(topic, partition))
+        .await?;
+    Ok(())
+}
+
+/// The `AssignTopicPartitions` request of [`load_partition`]: only the partition, not
+/// leader (`is_leader` would make the broker forward it to the followers), not draining.
+pub fn load_request(topic: &Topic, partition: &Partition) -> AssignTopicPartitionsRequest {
+    AssignTopicPartitionsRequest {
+        topic: Some(topic.clone()),
+        broker_partition_assignments: vec![BrokerPartitionAssignment {
+            partition: Some(*partition),
+            leader_broker: String::new(),
+            follower_broker: String::new(),
+        }],
+        is_leader: false,
+        is_draining: false,
+    }
 }
 
 fn check_ack(r: &PublishMessageResponse) -> Result<()> {
@@ -213,14 +253,15 @@ impl Publisher {
     }
 }
 
-/// Publishes `records` on a fresh stream ([`Publisher::open`], [`Publisher::publish`],
-/// [`Publisher::close`]) and returns their assigned offsets in order.
+/// Publishes `records` on a fresh stream ([`load_partition`], [`Publisher::open`],
+/// [`Publisher::publish`], [`Publisher::close`]) and returns their assigned offsets in order.
 pub async fn publish(
     client: &mut BrokerClient,
     topic: &Topic,
     partition: &Partition,
     records: Vec<(Vec<u8>, Vec<u8>)>,
 ) -> Result<Vec<i64>> {
+    load_partition(client, topic, partition).await?;
     let mut p = Publisher::open(client, topic, partition, PUBLISHER_NAME).await?;
     let offsets = p.publish(records).await?;
     p.close().await?;
@@ -249,4 +290,30 @@ pub async fn range_info(
     }
     resp.offset_range
         .ok_or_else(|| Error::Protocol("GetPartitionRangeInfo without offset_range".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_request_names_only_the_partition_and_does_not_unload() {
+        let t = kafka_topic("t");
+        let p = Partition {
+            ring_size: 2520,
+            range_start: 630,
+            range_stop: 1260,
+            unix_time_ns: 7,
+        };
+        let r = load_request(&t, &p);
+        assert_eq!(r.topic, Some(t));
+        assert_eq!(r.broker_partition_assignments.len(), 1);
+        let a = &r.broker_partition_assignments[0];
+        assert_eq!(a.partition, Some(p));
+        // A follower named here would get the request forwarded (with is_leader).
+        assert!(a.leader_broker.is_empty() && a.follower_broker.is_empty());
+        assert!(!r.is_leader);
+        // is_draining would make the broker drop the partition instead.
+        assert!(!r.is_draining);
+    }
 }

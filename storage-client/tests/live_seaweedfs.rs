@@ -252,6 +252,10 @@ async fn publish_fetch_and_range() {
         .collect();
     assert_eq!(got, records);
 
+    // Loading a partition the broker has loaded (this stream keeps it so) changes nothing.
+    broker::load_partition(&mut lead, &topic, &partition)
+        .await
+        .expect("load a loaded partition");
     // The same stream continues; fetching from the middle works.
     let more = publisher
         .publish(vec![(vec![], b"x".to_vec())])

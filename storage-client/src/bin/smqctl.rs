@@ -264,6 +264,8 @@ async fn fetch(master: &str, topic: &str, k: i32, offset: i64, max: Option<i64>)
     let topic = broker::kafka_topic(topic);
     let (a, mut client) = leader(master, &topic, k).await?;
     let partition = partition_of(&a)?;
+    // A leader that is not the balancer serves only partitions it has loaded.
+    broker::load_partition(&mut client, &topic, &partition).await?;
     // FetchMessage's own high_water_mark is not trustworthy for a partition the broker has
     // reloaded (weed 4.48 reports 0 until the next publish); the offset manager's is.
     let mut hwm = broker::range_info(&mut client, &topic, &partition)
