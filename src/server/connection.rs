@@ -107,9 +107,9 @@ type InFlight = VecDeque<oneshot::Receiver<Finished>>;
 /// Serves one connection until the client closes it or sends something unservable.
 ///
 /// Requests are started in order, one at a time: the next one starts when the previous one
-/// has finished, or — a Produce — once its appends are queued ([`api::RequestContext::started`]),
-/// so pipelined produces wait for one fdatasync together. Responses are written in request
-/// order as they complete.
+/// has finished — except that a Produce following a Produce starts once its predecessor's
+/// appends are queued ([`api::RequestContext::started`]), so pipelined produces wait for one
+/// fdatasync together. Responses are written in request order as they complete.
 async fn serve(
     shard: &Rc<Shard>,
     mut stream: TcpStream,
@@ -122,7 +122,13 @@ async fn serve(
         let need = if in_flight.len() < MAX_IN_FLIGHT {
             match frame::next_frame(&mut buf, max)? {
                 Ok(frame) => {
-                    let started = start(shard, &peer, frame, &mut in_flight)?;
+                    let header = RequestHeader::parse(&frame)?;
+                    if header.api_key != key::PRODUCE {
+                        // Only produces overlap: anything else sees the effects of every
+                        // request before it, as with Kafka's one request at a time.
+                        drain(shard, &mut stream, &mut in_flight).await?;
+                    }
+                    let started = start(shard, &peer, header, frame, &mut in_flight)?;
                     wait_started(shard, &mut stream, &mut in_flight, started).await?;
                     continue;
                 }
@@ -176,11 +182,11 @@ async fn serve(
 fn start(
     shard: &Rc<Shard>,
     peer: &Rc<str>,
+    header: RequestHeader,
     frame: BytesMut,
     in_flight: &mut InFlight,
 ) -> Result<oneshot::Receiver<()>, ConnectionError> {
     let started = Instant::now();
-    let header = RequestHeader::parse(&frame)?;
     let (api_key, correlation_id) = (header.api_key, header.correlation_id);
     let kind = match header.api_key {
         key::PRODUCE => Kind::Produce,

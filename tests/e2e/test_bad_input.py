@@ -503,3 +503,57 @@ def test_pipelined_requests_answered_in_order(bootstrap):
                 assert md["topics"] == {}, md
                 assert r.remaining() == 0
     assert_alive(bootstrap)
+
+
+def test_pipelined_produces_keep_order_and_share_the_wait(bootstrap, topic):
+    # Six Produce requests (acks=-1, one acks=0 among them) and a ListOffsets in a single
+    # write. Kelp starts a produce's successor once its appends are queued, so they wait for
+    # the disk together; answers still come in request order, with offsets in that order,
+    # and the acks=0 request gets none.
+    before = latest_offset(bootstrap, topic)
+    acks = [-1, -1, 0, -1, -1, -1]
+    reqs = []
+    for i, a in enumerate(acks):
+        batch = kwire.record_batch([f"pipelined-{i}-{j}".encode() for j in range(3)])
+        reqs.append((PRODUCE, 9, 0x100 + i, kwire.produce_body(9, topic, 0, batch, a), a))
+    reqs.append((LIST_OFFSETS, 4, 0x200, kwire.list_offsets_body_v4(topic, 0, kwire.LATEST), None))
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send(b"".join(kwire.request_frame(k, v, corr, body) for k, v, corr, body, _ in reqs))
+        for i, (key, ver, corr, _, a) in enumerate(reqs):
+            if a == 0:
+                continue
+            got, r = c.recv_response(key, ver)
+            assert got == corr, f"response order: got correlation id {got:#x}, expected {corr:#x}"
+            if key == PRODUCE:
+                p = kwire.parse_produce(r, ver)[(topic, 0)]
+                assert p["error_code"] == 0, p
+                assert p["base_offset"] == before + 3 * i, (i, p)
+            else:
+                lo = kwire.parse_list_offsets_v4(r)[(topic, 0)]
+                assert lo["error_code"] == 0 and lo["offset"] >= before + 3 * len(acks), lo
+    assert latest_offset(bootstrap, topic) == before + 3 * len(acks)
+    assert_alive(bootstrap)
+
+
+def test_malformed_request_behind_pipelined_produces(bootstrap, topic):
+    # Three good produces, a Produce whose body is garbage, and one more good produce, in one
+    # write. Kafka handles a connection's requests one at a time: the first three are
+    # answered, the garbage closes the connection, and the last is never appended.
+    before = latest_offset(bootstrap, topic)
+    frames = []
+    for i in range(3):
+        batch = kwire.record_batch([f"before-bad-{i}".encode()])
+        frames.append(kwire.request_frame(PRODUCE, 9, 0x300 + i, kwire.produce_body(9, topic, 0, batch)))
+    frames.append(kwire.request_frame(PRODUCE, 9, 0x3ff, b"\xff" * 7))
+    after = kwire.record_batch([b"after-bad"])
+    frames.append(kwire.request_frame(PRODUCE, 9, 0x400, kwire.produce_body(9, topic, 0, after)))
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send(b"".join(frames))
+        for i in range(3):
+            got, r = c.recv_response(PRODUCE, 9)
+            assert got == 0x300 + i, f"got correlation id {got:#x}"
+            p = kwire.parse_produce(r, 9)[(topic, 0)]
+            assert p["error_code"] == 0 and p["base_offset"] == before + i, p
+        assert_closed_silently(c, "garbage Produce body behind pipelined produces")
+    assert latest_offset(bootstrap, topic) == before + 3
+    assert_alive(bootstrap)
