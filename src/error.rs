@@ -117,6 +117,12 @@ pub enum KelpError {
     InvalidProducerEpoch { got: i16, current: i16 },
     #[error("storage error: {0}")]
     Storage(String),
+    /// The storage could not answer now (SeaweedMQ broker unreachable, leader moving, no
+    /// leader yet): worth retrying until the request's deadline. Same wire code as
+    /// [`KelpError::Storage`]; a produce that runs out of time on it answers
+    /// REQUEST_TIMED_OUT instead ([`KelpError::timed_out_if_transient`]).
+    #[error("storage unavailable: {0}")]
+    StorageUnavailable(String),
     #[error("not allowed: {0}")]
     PolicyViolation(String),
 }
@@ -164,8 +170,23 @@ impl KelpError {
             OffsetMetadataTooLarge(_) => code::OFFSET_METADATA_TOO_LARGE,
             OutOfOrderSequence { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
             InvalidProducerEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
-            Storage(_) => code::KAFKA_STORAGE_ERROR,
+            Storage(_) | StorageUnavailable(_) => code::KAFKA_STORAGE_ERROR,
             PolicyViolation(_) => code::POLICY_VIOLATION,
+        }
+    }
+
+    /// Whether retrying shortly may succeed (the storage could not be reached).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, KelpError::StorageUnavailable(_))
+    }
+
+    /// For a produce whose deadline passed while the storage was unreachable: Kafka's
+    /// REQUEST_TIMED_OUT, which producers retry. Other errors stay as they are.
+    pub fn timed_out_if_transient(self) -> KelpError {
+        if self.is_transient() {
+            KelpError::RequestTimedOut
+        } else {
+            self
         }
     }
 
@@ -188,4 +209,29 @@ pub enum ConnectionError {
     UnknownApiKey(i16),
     #[error("unsupported version {1} of api key {0}")]
     UnsupportedVersion(i16, i16),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_storage_is_retriable_and_times_a_produce_out() {
+        let down = KelpError::StorageUnavailable("leader unreachable".into());
+        assert!(down.is_transient());
+        // Fetch and ListOffsets answer it as KAFKA_STORAGE_ERROR ("leader unavailable")...
+        assert_eq!(down.code(), code::KAFKA_STORAGE_ERROR);
+        // ...a produce that ran out of time on it as REQUEST_TIMED_OUT.
+        assert_eq!(down.timed_out_if_transient(), KelpError::RequestTimedOut);
+        // Errors that retrying does not cure keep their code.
+        let gone = KelpError::UnknownTopicOrPartition;
+        assert!(!gone.is_transient());
+        assert_eq!(gone.clone().timed_out_if_transient(), gone);
+        let broken = KelpError::Storage("bad address".into());
+        assert!(!broken.is_transient());
+        assert_eq!(
+            broken.timed_out_if_transient().code(),
+            code::KAFKA_STORAGE_ERROR
+        );
+    }
 }

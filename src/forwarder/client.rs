@@ -149,6 +149,11 @@ pub(super) fn storage(what: &str, e: impl std::fmt::Display) -> KelpError {
     KelpError::Storage(format!("SeaweedMQ {what}: {e}"))
 }
 
+/// SeaweedMQ could not answer now (unreachable, no leader yet): callers may retry.
+pub(super) fn unavailable(what: &str, e: impl std::fmt::Display) -> KelpError {
+    KelpError::StorageUnavailable(format!("SeaweedMQ {what}: {e}"))
+}
+
 /// A status that says the peer could not be reached (as opposed to an answer).
 pub(super) fn is_transport(s: &tonic::Status) -> bool {
     matches!(
@@ -310,7 +315,7 @@ impl Forwarder {
                     .await
                     .map_err(|s| {
                         if is_transport(&s) {
-                            storage("LookupTopicBrokers", s)
+                            unavailable("LookupTopicBrokers", s)
                         } else {
                             tracing::debug!(topic, error = %s, "LookupTopicBrokers refused");
                             KelpError::UnknownTopicOrPartition
@@ -329,7 +334,9 @@ impl Forwarder {
         let a = ring::find_assignment(&assignments, k).ok_or(KelpError::UnknownTopicOrPartition)?;
         let partition = a.partition.ok_or(KelpError::UnknownTopicOrPartition)?;
         if a.leader_broker.is_empty() {
-            return Err(storage("route", "partition has no leader"));
+            // With two brokers, weed 4.48 leaves a dead leader's partitions without one until
+            // a broker returns.
+            return Err(unavailable("route", "partition has no leader"));
         }
         Ok(Placement {
             topic: smq_topic(topic),
@@ -386,9 +393,10 @@ impl Forwarder {
             Command::Range {
                 topic,
                 partition,
+                deadline,
                 reply,
             } => spawn(async move {
-                let _ = reply.send(me.range(&topic, partition).await);
+                let _ = reply.send(me.range_until(&topic, partition, deadline).await);
             }),
             Command::CreateTopic {
                 name,

@@ -78,10 +78,12 @@ pub enum Command {
         end: i64,
         reply: oneshot::Sender<Result<FetchOut, KelpError>>,
     },
-    /// (earliest offset, high water mark).
+    /// (earliest offset, high water mark), retried while SeaweedMQ cannot answer, until
+    /// `deadline`.
     Range {
         topic: String,
         partition: i32,
+        deadline: Instant,
         reply: oneshot::Sender<Result<(i64, i64), KelpError>>,
     },
     CreateTopic {
@@ -243,11 +245,19 @@ impl ForwarderHandle {
         .await
     }
 
-    /// (earliest offset, high water mark) of a partition.
-    pub async fn range(&self, topic: &str, partition: i32) -> Result<(i64, i64), KelpError> {
+    /// (earliest offset, high water mark) of a partition. While SeaweedMQ cannot answer
+    /// (leader unreachable or moving) the forwarder retries with backoff until `deadline`,
+    /// then returns the last [`KelpError::StorageUnavailable`]; other errors come at once.
+    pub async fn range(
+        &self,
+        topic: &str,
+        partition: i32,
+        deadline: Instant,
+    ) -> Result<(i64, i64), KelpError> {
         self.call(|reply| Command::Range {
             topic: topic.to_string(),
             partition,
+            deadline,
             reply,
         })
         .await

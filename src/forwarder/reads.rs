@@ -7,13 +7,73 @@ use kelp_storage_client::pb::messaging_pb::{
     DataMessage, FetchMessageRequest, GetPartitionRangeInfoRequest,
 };
 
-use super::client::{request, storage, Forwarder, Placement};
+use super::client::{request, storage, unavailable, Forwarder, Placement};
 use super::{records, FetchOut};
 use crate::error::KelpError;
+use std::future::Future;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// First wait of [`retry_transient`]; it doubles after each failed attempt...
+const RETRY_MIN: Duration = Duration::from_millis(100);
+/// ...up to this, so a partition whose leader returns is used again within about a second.
+const RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// Runs `attempt` until it succeeds, fails with an error that is not transient, or
+/// `deadline` passes (an attempt still running then is dropped). Waits between attempts
+/// (100 ms doubling to 1 s, the last one cut to end at the deadline), so a caller that
+/// runs out of time does so at its deadline, not before. After the deadline: the last
+/// transient error.
+pub(super) async fn retry_transient<T, F, Fut>(
+    what: &str,
+    deadline: Instant,
+    mut attempt: F,
+) -> Result<T, KelpError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, KelpError>>,
+{
+    let deadline_tokio = tokio::time::Instant::from_std(deadline);
+    let mut backoff = RETRY_MIN;
+    let mut last = None;
+    loop {
+        match tokio::time::timeout_at(deadline_tokio, attempt()).await {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) if !e.is_transient() => return Err(e),
+            Ok(Err(e)) => {
+                tracing::debug!(what, error = %e, retry_in_ms = backoff.as_millis() as u64, "SeaweedMQ unavailable; retrying");
+                last = Some(e);
+            }
+            Err(_) => break,
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        tokio::time::sleep(backoff.min(left)).await;
+        if Instant::now() >= deadline {
+            break;
+        }
+        backoff = (backoff * 2).min(RETRY_MAX);
+    }
+    Err(last.unwrap_or_else(|| unavailable(what, "no answer before the deadline")))
+}
 
 impl Forwarder {
-    /// (earliest, high water mark) of a partition, asked of its leader.
+    /// [`Forwarder::range`], retried while SeaweedMQ cannot answer, until `deadline`.
+    pub async fn range_until(
+        &self,
+        topic: &str,
+        k: i32,
+        deadline: Instant,
+    ) -> Result<(i64, i64), KelpError> {
+        retry_transient("GetPartitionRangeInfo", deadline, || self.range(topic, k)).await
+    }
+
+    /// (earliest, high water mark) of a partition, asked of its leader. A leader that
+    /// cannot be reached or cannot tell (stopped, hung, being replaced, loading) gives
+    /// [`KelpError::StorageUnavailable`]: the route is dropped first, so a retry looks it up
+    /// again, and a topic that is gone shows there as UNKNOWN_TOPIC_OR_PARTITION.
     pub async fn range(&self, topic: &str, k: i32) -> Result<(i64, i64), KelpError> {
         let mut last = None;
         for _ in 0..2 {
@@ -32,13 +92,13 @@ impl Forwarder {
                         let o = resp.offset_range.unwrap_or_default();
                         return Ok((o.earliest_offset.max(0), o.high_water_mark.max(0)));
                     }
-                    last = Some(storage("GetPartitionRangeInfo", resp.error));
+                    last = Some(unavailable("GetPartitionRangeInfo", resp.error));
                 }
-                Err(s) => last = Some(storage("GetPartitionRangeInfo", s)),
+                Err(s) => last = Some(unavailable("GetPartitionRangeInfo", s)),
             }
             self.invalidate(topic);
         }
-        Err(last.unwrap_or_else(|| storage("GetPartitionRangeInfo", "failed")))
+        Err(last.unwrap_or_else(|| unavailable("GetPartitionRangeInfo", "failed")))
     }
 
     /// Records from `offset` (below `end`): from the flushed log files, else FetchMessage on
@@ -191,5 +251,91 @@ impl Forwarder {
         }
         tracing::debug!(topic = %pl.topic.name, offset, batches = out.batches.len(), "read from SeaweedMQ log files");
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn transient_errors_are_retried_with_backoff_until_the_deadline() {
+        let calls = Cell::new(0);
+        let start = Instant::now();
+        let r: Result<(), _> = rt().block_on(retry_transient(
+            "t",
+            start + Duration::from_millis(800),
+            || {
+                calls.set(calls.get() + 1);
+                async { Err(KelpError::StorageUnavailable("down".into())) }
+            },
+        ));
+        let took = start.elapsed();
+        assert_eq!(r, Err(KelpError::StorageUnavailable("down".into())));
+        // Waits 100, 200, 400 ms, then what is left: answers at the deadline, not before.
+        assert!(took >= Duration::from_millis(800), "{took:?}");
+        assert!(took < Duration::from_millis(1100), "{took:?}");
+        assert_eq!(
+            calls.get(),
+            4,
+            "not a hot loop: one attempt per backoff step"
+        );
+    }
+
+    #[test]
+    fn an_answer_after_an_outage_is_returned() {
+        let calls = Cell::new(0);
+        let r = rt().block_on(retry_transient(
+            "t",
+            Instant::now() + Duration::from_secs(5),
+            || {
+                calls.set(calls.get() + 1);
+                let n = calls.get();
+                async move {
+                    if n < 3 {
+                        Err(KelpError::StorageUnavailable("moving".into()))
+                    } else {
+                        Ok((0, 42))
+                    }
+                }
+            },
+        ));
+        assert_eq!(r, Ok((0, 42)));
+        assert_eq!(calls.get(), 3);
+    }
+
+    #[test]
+    fn other_errors_are_not_retried() {
+        let calls = Cell::new(0);
+        let start = Instant::now();
+        let r: Result<(), _> =
+            rt().block_on(retry_transient("t", start + Duration::from_secs(5), || {
+                calls.set(calls.get() + 1);
+                async { Err(KelpError::UnknownTopicOrPartition) }
+            }));
+        assert_eq!(r, Err(KelpError::UnknownTopicOrPartition));
+        assert_eq!(calls.get(), 1);
+        assert!(start.elapsed() < Duration::from_millis(100));
+    }
+
+    #[test]
+    fn an_attempt_that_hangs_ends_at_the_deadline() {
+        let start = Instant::now();
+        let r: Result<(), _> = rt().block_on(retry_transient(
+            "t",
+            start + Duration::from_millis(300),
+            futures::future::pending,
+        ));
+        assert!(r.is_err_and(|e| e.is_transient()));
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(600));
     }
 }

@@ -25,6 +25,18 @@ use crate::record::ValidatedBatches;
 /// (the Go gateway, a native client) added records.
 const REMOTE_REFRESH: Duration = Duration::from_secs(1);
 
+/// How long a Fetch or ListOffsets waits for SeaweedMQ's offsets of a partition that needs
+/// them (after a timed-out produce, a restart) while its leader cannot answer, before
+/// KAFKA_STORAGE_ERROR. Neither request has a timeout of its own to use (Fetch's max wait
+/// belongs to the API layer); 500 ms is the clients' default fetch max wait. Java and
+/// librdkafka consumers take KAFKA_STORAGE_ERROR as "leader unavailable": they refresh the
+/// metadata and back off, where an unexpected code (REQUEST_TIMED_OUT) would fail the Java
+/// consumer's poll.
+const READ_SYNC_WAIT: Duration = Duration::from_millis(500);
+/// How long the periodic check for others' records (see [`REMOTE_REFRESH`]) may hold up a
+/// fetch at the end of a partition; a failed check is ignored.
+const REFRESH_WAIT: Duration = Duration::from_millis(250);
+
 /// Bytes per FetchMessage while scanning for a timestamp below the cache.
 const SCAN_BYTES: usize = 1 << 20;
 /// Most FetchMessage calls one timestamp lookup makes.
@@ -38,17 +50,19 @@ impl Shard {
     }
 
     /// Learns a partition's offsets from SeaweedMQ when they are unknown (or, with
-    /// `stale_after`, older than that).
+    /// `stale_after`, older than that). While the leader cannot answer, the forwarder retries
+    /// until `deadline`, then this fails with [`KelpError::StorageUnavailable`].
     async fn sync_remote(
         &self,
         topic: &str,
         partition: i32,
         stale_after: Option<Duration>,
+        deadline: Instant,
     ) -> Result<(), KelpError> {
         if !self.with_partition(topic, partition, |p| p.needs_sync(stale_after))? {
             return Ok(());
         }
-        let (earliest, hwm) = self.fwd()?.range(topic, partition).await?;
+        let (earliest, hwm) = self.fwd()?.range(topic, partition, deadline).await?;
         let freed = self.with_partition(topic, partition, |p| p.sync_remote(earliest, hwm))?;
         self.set_cached(self.cached_bytes.get().saturating_sub(freed));
         Ok(())
@@ -63,10 +77,17 @@ impl Shard {
         timeout: Duration,
     ) -> ProduceOut {
         let deadline = Instant::now() + timeout;
-        // The produce's own timeout bounds every wait, the offset lookup included.
-        super::repolled_until(Box::pin(self.sync_remote(topic, partition, None)), deadline)
-            .await
-            .unwrap_or(Err(KelpError::RequestTimedOut))?;
+        // The produce's own timeout bounds every wait, the offset lookup included: while the
+        // leader cannot answer (stopped, moving) the lookup is retried until the deadline, and
+        // the produce then answers REQUEST_TIMED_OUT, which producers retry after their
+        // backoff. Nothing was sent, so nothing is acknowledged.
+        super::repolled_until(
+            Box::pin(self.sync_remote(topic, partition, None, deadline)),
+            deadline,
+        )
+        .await
+        .unwrap_or(Err(KelpError::RequestTimedOut))
+        .map_err(KelpError::timed_out_if_transient)?;
         let (ticket, bytes) = match self.with_partition(topic, partition, |p| {
             p.reserve_remote(batches).map(|r| (r, p.log_start_offset()))
         })?? {
@@ -101,14 +122,25 @@ impl Shard {
 
     /// Reads from the cache, or from SeaweedMQ for offsets older than the cache.
     pub async fn read_remote(&self, it: ReadItem) -> ReadResult {
-        self.sync_remote(&it.topic, it.partition, None).await?;
+        self.sync_remote(
+            &it.topic,
+            it.partition,
+            None,
+            Instant::now() + READ_SYNC_WAIT,
+        )
+        .await?;
         let at_end =
             self.with_partition(&it.topic, it.partition, |p| it.offset >= p.high_watermark())?;
         if at_end {
             // Records others published show up within REMOTE_REFRESH; a failed check only
             // means the answer comes from what Kelp knows.
             if let Err(e) = self
-                .sync_remote(&it.topic, it.partition, Some(REMOTE_REFRESH))
+                .sync_remote(
+                    &it.topic,
+                    it.partition,
+                    Some(REMOTE_REFRESH),
+                    Instant::now() + REFRESH_WAIT,
+                )
                 .await
             {
                 tracing::debug!(topic = %it.topic, partition = it.partition, error = %e, "offset refresh failed");
@@ -137,7 +169,13 @@ impl Shard {
     /// ListOffsets: special timestamps from the offsets; real ones from the cache when it
     /// covers the log, else by scanning SeaweedMQ from the log start.
     pub async fn list_offset_remote(&self, it: OffsetsItem) -> OffsetsOut {
-        self.sync_remote(&it.topic, it.partition, None).await?;
+        self.sync_remote(
+            &it.topic,
+            it.partition,
+            None,
+            Instant::now() + READ_SYNC_WAIT,
+        )
+        .await?;
         let (found, cache_start, log_start, hw) =
             self.with_partition(&it.topic, it.partition, |p| {
                 (

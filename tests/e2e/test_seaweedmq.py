@@ -206,6 +206,29 @@ def raw_produce(bs, topic, values, timeout_ms, partition=0):
     return res["error_code"], took
 
 
+def raw_list_offsets(bs, topic, partition=0):
+    """One ListOffsets v4 (latest) on a fresh connection; returns (error_code, seconds)."""
+    t0 = time.monotonic()
+    with kwire.Conn(bs, timeout=30) as c:
+        r = c.roundtrip(2, 4, kwire.list_offsets_body_v4(topic, partition, kwire.LATEST))
+        res = kwire.parse_list_offsets_v4(r)
+    return res[(topic, partition)]["error_code"], time.monotonic() - t0
+
+
+def assert_waits_then_retriable(bs, topic, partition, what):
+    """The partition's leader cannot answer and its offsets must be read again (a produce to
+    it just timed out): a produce with a 2 s timeout waits for SeaweedMQ until its deadline,
+    then answers REQUEST_TIMED_OUT (7); ListOffsets, which has no timeout of its own, waits
+    Kelp's 500 ms, then answers KAFKA_STORAGE_ERROR (56), which consumers take as "leader
+    unavailable". Neither answers at once (clients would spin retrying)."""
+    code, took = raw_produce(bs, topic, [what], 2000, partition)
+    assert code == 7, f"expected REQUEST_TIMED_OUT after waiting, got {code} in {took:.2f}s"
+    assert 1.8 <= took < 10, f"the produce took {took:.2f}s for a 2 s timeout"
+    code, took = raw_list_offsets(bs, topic, partition)
+    assert code == 56, f"expected KAFKA_STORAGE_ERROR from ListOffsets, got {code}"
+    assert 0.4 <= took < 5, f"ListOffsets answered in {took:.2f}s, expected about 0.5 s"
+
+
 def broker_pid(seaweed):
     with open(os.path.join(seaweed.dir, "broker.pid")) as f:
         return int(f.read().strip())
@@ -237,7 +260,10 @@ def test_unreachable_broker_gives_retriable_errors_then_recovers(broker, seaweed
         code, took = raw_produce(broker.bootstrap, topic, [b"during"], 2000)
         # REQUEST_TIMED_OUT (7) is retriable: clients try again.
         assert code == 7, f"expected REQUEST_TIMED_OUT, got {code}"
-        assert took < 10, f"the produce took {took:.1f}s for a 2 s timeout"
+        assert 1.8 <= took < 10, f"the produce took {took:.1f}s for a 2 s timeout"
+        # The timed-out produce left the partition's offsets unknown: the retry must first
+        # read them from the unreachable broker, and waits for it too.
+        assert_waits_then_retriable(broker.bootstrap, topic, 0, b"during-again")
         assert broker.alive()
     finally:
         if fault == "dead":
@@ -403,6 +429,9 @@ def test_partitions_on_several_brokers(broker, seaweed):
             assert raw_produce(broker.bootstrap, topic, [b"while-down"], 10000, p)[0] == 0
         code, took = raw_produce(broker.bootstrap, topic, [b"lost-leader"], 2000, down[0])
         assert code == 7 and took < 10, (code, took)
+        # The balancer still routes the partition to the stopped broker, which refuses
+        # connections at once: the retry still waits for it until its deadline.
+        assert_waits_then_retriable(broker.bootstrap, topic, down[0], b"lost-leader-again")
         c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"r-{topic}",
                       "enable.auto.commit": False, "fetch.wait.max.ms": 100})
         c.assign([TopicPartition(topic, p, 0) for p in up])
@@ -469,6 +498,7 @@ def test_leader_move_kelp_follows(broker, seaweed):
         # The victim's partitions wait, then fail with a retriable error; the others work.
         res, took = raw_produce_full(broker.bootstrap, topic, [b"during-0"], 2000, moved[0])
         assert res["error_code"] == 7 and took < 10, (res, took)
+        assert_waits_then_retriable(broker.bootstrap, topic, moved[0], b"during-0-again")
         for p in stay:
             res, _ = raw_produce_full(broker.bootstrap, topic, [f"stay-{p}".encode()], 10000, p)
             assert res["error_code"] == 0, (p, res)
@@ -476,14 +506,16 @@ def test_leader_move_kelp_follows(broker, seaweed):
 
         # Kelp retries each moved partition (every attempt looks its route up again) until a
         # produce is acknowledged; the partitions move within one balancer cache TTL.
-        codes, pending, i = {}, set(moved), 0
+        codes, pending, i, quick = {}, set(moved), 0, []
         deadline = t_kill + 60
         while pending and time.monotonic() < deadline:
             for p in sorted(pending):
                 i += 1
                 v = f"during-{p}-{i}".encode()
-                res, _ = raw_produce_full(broker.bootstrap, topic, [v], 2000, p)
+                res, took = raw_produce_full(broker.bootstrap, topic, [v], 2000, p)
                 codes[res["error_code"]] = codes.get(res["error_code"], 0) + 1
+                if res["error_code"] != 0 and took < 1.8:
+                    quick.append((p, res["error_code"], round(took, 2)))
                 if res["error_code"] == 0:
                     ack((p, res["base_offset"]), v)
                     pending.discard(p)
@@ -492,10 +524,11 @@ def test_leader_move_kelp_follows(broker, seaweed):
         now = assignments(seaweed.master, topic)
         assert not pending, (f"partitions {sorted(pending)} took no record within 60 s of "
                              f"the kill (errors {codes}); assignments now {now}")
-        # REQUEST_TIMED_OUT (7) when a produce waited for the leader; KAFKA_STORAGE_ERROR (56)
-        # at once when Kelp had to read the partition's offsets from the unreachable leader
-        # first (after a timed-out produce). Kafka clients retry both.
-        assert set(codes) <= {0, 7, 56}, f"non-retriable errors while the leader moved: {codes}"
+        # REQUEST_TIMED_OUT (7), after waiting for the leader until the produce's 2 s
+        # deadline, also when Kelp had to read the partition's offsets from the unreachable
+        # leader first (after a timed-out produce). Never an error at once: clients would spin.
+        assert set(codes) <= {0, 7}, f"other errors than REQUEST_TIMED_OUT while moving: {codes}"
+        assert not quick, f"produces that failed before their 2 s deadline: {quick[:10]}"
         for p in moved:
             assert now[p][0] not in ("", victim), (p, now[p])
         new_leaders = {now[p][0] for p in moved}
