@@ -120,15 +120,16 @@ impl Shard {
         }
     }
 
+    /// The offset sync before a read (Fetch, ListOffsets): bounded by READ_SYNC_WAIT, since
+    /// reads carry no deadline of their own here.
+    async fn sync_for_read(&self, topic: &str, partition: i32) -> Result<(), KelpError> {
+        self.sync_remote(topic, partition, None, Instant::now() + READ_SYNC_WAIT)
+            .await
+    }
+
     /// Reads from the cache, or from SeaweedMQ for offsets older than the cache.
     pub async fn read_remote(&self, it: ReadItem) -> ReadResult {
-        self.sync_remote(
-            &it.topic,
-            it.partition,
-            None,
-            Instant::now() + READ_SYNC_WAIT,
-        )
-        .await?;
+        self.sync_for_read(&it.topic, it.partition).await?;
         let at_end =
             self.with_partition(&it.topic, it.partition, |p| it.offset >= p.high_watermark())?;
         if at_end {
@@ -169,13 +170,7 @@ impl Shard {
     /// ListOffsets: special timestamps from the offsets; real ones from the cache when it
     /// covers the log, else by scanning SeaweedMQ from the log start.
     pub async fn list_offset_remote(&self, it: OffsetsItem) -> OffsetsOut {
-        self.sync_remote(
-            &it.topic,
-            it.partition,
-            None,
-            Instant::now() + READ_SYNC_WAIT,
-        )
-        .await?;
+        self.sync_for_read(&it.topic, it.partition).await?;
         let (found, cache_start, log_start, hw) =
             self.with_partition(&it.topic, it.partition, |p| {
                 (
