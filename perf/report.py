@@ -18,14 +18,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CSV = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "results", "runs.csv")
 OUT = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(CSV)
 
-TARGET_ORDER = ["kelp-memory", "kelp-local", "kafka", "seaweed"]
+TARGET_ORDER = ["kelp-memory", "kelp-memory-shards", "kelp-local", "kelp-local-shards",
+                "kelp-seaweedmq", "kafka", "seaweed"]
 TARGET_LABEL = {
     "kelp-memory": "Kelp (memory)",
+    "kelp-memory-shards": "Kelp (memory, --advertise-shards)",
     "kelp-local": "Kelp (local, fsync=always)",
+    "kelp-local-shards": "Kelp (local, fsync=always, --advertise-shards)",
     "kafka": "Apache Kafka 4.1.1",
     "seaweed": "SeaweedFS 4.48 gateway",
 }
-COLORS = {"kelp-memory": "#2a9d8f", "kelp-local": "#8ab17d", "kafka": "#e76f51", "seaweed": "#6d597a"}
+COLORS = {"kelp-memory": "#2a9d8f", "kelp-memory-shards": "#1d6f65", "kelp-local": "#8ab17d",
+          "kelp-local-shards": "#5c7d4f", "kafka": "#e76f51", "seaweed": "#6d597a"}
 
 METRICS = [  # column, header, format
     ("producer_mb_per_s", "MB/s", "{:.1f}"),

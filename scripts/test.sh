@@ -50,8 +50,9 @@ else
   step "e2e against target/release/kelp"
 fi
 # The whole suite runs on the default durable storage, again cache-only (--storage memory,
-# the benchmark mode) and again on SeaweedMQ (--storage seaweedmq, a real SeaweedFS started by
-# scripts/seaweedfs.sh for the pass), so every engine sees every client.
+# the benchmark mode), again on SeaweedMQ (--storage seaweedmq, a real SeaweedFS started by
+# scripts/seaweedfs.sh for the pass), so every engine sees every client, and last with
+# --advertise-shards.
 for storage in local memory seaweedmq; do
   step "e2e with --storage $storage"
   rc=0
@@ -64,4 +65,13 @@ for storage in local memory seaweedmq; do
     exit "$rc"
   fi
 done
+# Once more on the default storage with --advertise-shards (every shard core its own node and
+# port, clients routed straight to the owning core), so every client meets that mode too.
+step "e2e with --storage local --advertise-shards"
+rc=0
+KELP_STORAGE=local KELP_ADVERTISE_SHARDS=1 python3 -m pytest -v -p no:cacheprovider tests/e2e || rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "test.sh: e2e suite failed with --advertise-shards (pytest exit $rc)" >&2
+  exit 1
+fi
 echo "test.sh: all passed"

@@ -67,6 +67,19 @@ pub struct Config {
     #[arg(long)]
     pub advertised_port: Option<u16>,
 
+    /// Also give every shard a port of its own and advertise each shard as a broker node
+    /// (ids `--node-id` + shard index): Metadata names the owning shard leader of each
+    /// partition and FindCoordinator the owning shard of each group, so clients send every
+    /// request straight to the core that serves it, with no cross-core hop. The listen port
+    /// stays the bootstrap address; every shard still serves any request sent to it.
+    #[arg(long)]
+    pub advertise_shards: bool,
+
+    /// First per-shard port with `--advertise-shards`: shard i listens on (and advertises)
+    /// this + i. Default: the listen port + 1.
+    #[arg(long)]
+    pub shard_base_port: Option<u16>,
+
     /// Shard cores, as a list and/or ranges ("0-3", "0,2,4-5"); default: every online core.
     #[arg(long, value_parser = parse_core_list)]
     pub cores: Option<CoreList>,
@@ -201,6 +214,14 @@ impl Config {
     /// Port written into Metadata broker entries.
     pub fn advertised_port(&self) -> i32 {
         i32::from(self.advertised_port.unwrap_or(self.listen.port()))
+    }
+
+    /// The own port of shard `shard` with `--advertise-shards` (listened on and advertised).
+    pub fn shard_port(&self, shard: usize) -> u16 {
+        let base = self
+            .shard_base_port
+            .unwrap_or_else(|| self.listen.port().saturating_add(1));
+        base.saturating_add(u16::try_from(shard).unwrap_or(u16::MAX))
     }
 }
 

@@ -1,4 +1,5 @@
-//! DescribeCluster (key 60, v0-v1): this broker as the only node and the controller.
+//! DescribeCluster (key 60, v0-v1): the advertised nodes (one, or one per shard with
+//! `--advertise-shards`); the first is the controller.
 
 use bytes::Bytes;
 use kafka_protocol::messages::describe_cluster_response::{
@@ -18,11 +19,18 @@ pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionE
     resp.error_code = code::NONE;
     resp.endpoint_type = req.endpoint_type;
     resp.cluster_id = sb(c.cluster_id.clone());
-    resp.controller_id = BrokerId(c.node_id);
+    resp.controller_id = BrokerId(c.nodes.controller().id);
     resp.cluster_authorized_operations = i32::MIN;
-    resp.brokers = vec![DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(c.node_id))
-        .with_host(sb(c.host.clone()))
-        .with_port(c.port)];
+    resp.brokers = c
+        .nodes
+        .all()
+        .iter()
+        .map(|n| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(n.id))
+                .with_host(sb(n.host.clone()))
+                .with_port(n.port)
+        })
+        .collect();
     encoded(Response::encode(&ctx.header, &resp))
 }

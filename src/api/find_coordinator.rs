@@ -1,6 +1,7 @@
-//! FindCoordinator (key 10, v0-v6): this broker is the coordinator of every group. Inside the
-//! broker each group belongs to one shard; requests for it are forwarded there (`shard/`), so
-//! clients never need to know.
+//! FindCoordinator (key 10, v0-v6): each group belongs to one shard. By default this broker
+//! is the coordinator of every group and requests for a group are forwarded to its shard
+//! (`shard/`); with `--advertise-shards` the answer names the owning shard's own node, so
+//! the group's requests arrive on its core.
 
 use bytes::Bytes;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -39,9 +40,10 @@ pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionE
                 let mut c = Coordinator::default().with_key(k.clone());
                 match check_key(k.as_str(), req.key_type) {
                     Ok(()) => {
-                        c.node_id = BrokerId(cluster.node_id);
-                        c.host = sb(cluster.host.clone());
-                        c.port = cluster.port;
+                        let n = cluster.nodes.coordinator(k.as_str());
+                        c.node_id = BrokerId(n.id);
+                        c.host = sb(n.host.clone());
+                        c.port = n.port;
                         c.error_code = code::NONE;
                     }
                     Err(e) => {
@@ -58,10 +60,11 @@ pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionE
     } else {
         match check_key(req.key.as_str(), req.key_type) {
             Ok(()) => {
+                let n = cluster.nodes.coordinator(req.key.as_str());
                 resp.error_code = code::NONE;
-                resp.node_id = BrokerId(cluster.node_id);
-                resp.host = sb(cluster.host.clone());
-                resp.port = cluster.port;
+                resp.node_id = BrokerId(n.id);
+                resp.host = sb(n.host.clone());
+                resp.port = n.port;
             }
             Err(e) => {
                 resp.error_code = e.code();

@@ -1,5 +1,6 @@
-//! Metadata (key 3, v0-v12): this broker as the single node, leader of every partition;
-//! unknown topics are auto-created when the request and the broker allow it.
+//! Metadata (key 3, v0-v12): the advertised nodes (this broker as one node, or one per shard
+//! with `--advertise-shards`) and each partition's leader among them; unknown topics are
+//! auto-created when the request and the broker allow it.
 
 use std::sync::Arc;
 
@@ -10,11 +11,12 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest};
 
 use super::{encoded, sb, topic_name, RequestContext};
+use crate::cluster::nodes::Nodes;
 use crate::cluster::TopicMeta;
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
-fn topic_entry(meta: &TopicMeta, node: i32) -> MetadataResponseTopic {
+fn topic_entry(meta: &TopicMeta, nodes: &Nodes) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     t.error_code = code::NONE;
     t.name = Some(topic_name(meta.name.clone()));
@@ -22,6 +24,7 @@ fn topic_entry(meta: &TopicMeta, node: i32) -> MetadataResponseTopic {
     t.topic_authorized_operations = i32::MIN;
     t.partitions = (0..meta.partitions)
         .map(|i| {
+            let node = nodes.leader(&meta.name, i).id;
             let mut p = MetadataResponsePartition::default();
             p.partition_index = i;
             p.leader_id = BrokerId(node);
@@ -48,7 +51,7 @@ pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, Conne
     let req: MetadataRequest = ctx.decode(body)?;
     let v = ctx.header.api_version;
     let cluster = &ctx.shard.cluster;
-    let node = cluster.node_id;
+    let nodes = &cluster.nodes;
     // v0 asks for all topics with an empty list; later versions with null. Before v4 there
     // is no flag and the broker's auto-create setting alone decides.
     let requested = match req.topics {
@@ -61,7 +64,7 @@ pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, Conne
             let snap = cluster.snapshot();
             let mut all: Vec<&Arc<TopicMeta>> = snap.topics.values().collect();
             all.sort_by(|a, b| a.name.cmp(&b.name));
-            all.into_iter().map(|m| topic_entry(m, node)).collect()
+            all.into_iter().map(|m| topic_entry(m, nodes)).collect()
         }
         Some(ts) => {
             let mut out = Vec::with_capacity(ts.len());
@@ -69,7 +72,7 @@ pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, Conne
                 out.push(match &t.name {
                     Some(name) => {
                         match ctx.shard.topic_or_create(name.0.as_str(), allow_auto).await {
-                            Ok(Some(m)) => topic_entry(&m, node),
+                            Ok(Some(m)) => topic_entry(&m, nodes),
                             Ok(None) => error_entry(
                                 Some(name.0.as_str()),
                                 t.topic_id,
@@ -79,7 +82,7 @@ pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, Conne
                         }
                     }
                     None => match cluster.snapshot().by_id.get(&t.topic_id) {
-                        Some(m) => topic_entry(m, node),
+                        Some(m) => topic_entry(m, nodes),
                         None => error_entry(None, t.topic_id, &KelpError::UnknownTopicId),
                     },
                 });
@@ -88,12 +91,18 @@ pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, Conne
         }
     };
     let mut resp = MetadataResponse::default();
-    resp.brokers = vec![MetadataResponseBroker::default()
-        .with_node_id(BrokerId(node))
-        .with_host(sb(cluster.host.clone()))
-        .with_port(cluster.port)];
+    resp.brokers = nodes
+        .all()
+        .iter()
+        .map(|n| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(n.id))
+                .with_host(sb(n.host.clone()))
+                .with_port(n.port)
+        })
+        .collect();
     resp.cluster_id = Some(sb(cluster.cluster_id.clone()));
-    resp.controller_id = BrokerId(node);
+    resp.controller_id = BrokerId(nodes.controller().id);
     resp.cluster_authorized_operations = i32::MIN;
     resp.topics = topics;
     encoded(Response::encode(&ctx.header, &resp))

@@ -4,6 +4,7 @@
 //! never lock. Writers (CreateTopics, DeleteTopics, auto-create) are serialised by a mutex and
 //! publish a new snapshot; partition state itself lives on the owning shards, not here.
 
+pub mod nodes;
 pub mod topic_config;
 
 use std::collections::{BTreeMap, HashMap};
@@ -63,9 +64,8 @@ pub struct Cluster {
     snapshot: ArcSwap<Snapshot>,
     writer: Mutex<()>,
     next_producer_id: AtomicI64,
-    pub node_id: i32,
-    pub host: String,
-    pub port: i32,
+    /// The broker nodes clients are shown.
+    pub nodes: nodes::Nodes,
     pub cluster_id: String,
     pub auto_create: bool,
     pub default_partitions: i32,
@@ -95,8 +95,8 @@ pub fn validate_topic_name(name: &str) -> Result<(), KelpError> {
 }
 
 impl Cluster {
-    /// Empty cluster metadata for this broker.
-    pub fn new(config: &Config) -> Self {
+    /// Empty cluster metadata for this broker of `shards` shards.
+    pub fn new(config: &Config, shards: usize) -> Self {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -106,9 +106,7 @@ impl Cluster {
             writer: Mutex::new(()),
             // Seeded from the clock so ids are not reused across restarts.
             next_producer_id: AtomicI64::new(now_ms << 10),
-            node_id: config.node_id,
-            host: config.advertised_host(),
-            port: config.advertised_port(),
+            nodes: nodes::Nodes::new(config, shards),
             cluster_id: config.cluster_id.clone(),
             auto_create: config.auto_create_topics,
             default_partitions: config.default_partitions,
@@ -117,8 +115,12 @@ impl Cluster {
     }
 
     /// Cluster metadata persisted at `path` (`meta/topics.json`), starting from what it holds.
-    pub fn with_persistence(config: &Config, path: PathBuf) -> Result<Self, crate::log::LogError> {
-        let mut c = Cluster::new(config);
+    pub fn with_persistence(
+        config: &Config,
+        shards: usize,
+        path: PathBuf,
+    ) -> Result<Self, crate::log::LogError> {
+        let mut c = Cluster::new(config, shards);
         let mut snap = Snapshot::default();
         for t in crate::log::meta::load(&path)? {
             let id = Uuid::parse_str(&t.id).map_err(|e| {
@@ -343,7 +345,10 @@ mod tests {
     use clap::Parser;
 
     fn cluster() -> Cluster {
-        Cluster::new(&Config::parse_from(["kelp", "--default-partitions", "3"]))
+        Cluster::new(
+            &Config::parse_from(["kelp", "--default-partitions", "3"]),
+            1,
+        )
     }
 
     #[test]

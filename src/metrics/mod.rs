@@ -47,6 +47,9 @@ pub struct ShardStats {
     pub cache_bytes: AtomicU64,
     pub produce_bytes: AtomicU64,
     pub fetch_bytes: AtomicU64,
+    /// Partition items (produce, fetch, offsets) this core handed to their owning core: the
+    /// cross-core hops that `--advertise-shards` saves.
+    pub forwarded_items: AtomicU64,
     /// Requests per Kind.
     pub requests: [AtomicU64; 3],
     /// Latency histograms per Kind, in microseconds.
@@ -64,6 +67,7 @@ impl ShardStats {
             cache_bytes: AtomicU64::new(0),
             produce_bytes: AtomicU64::new(0),
             fetch_bytes: AtomicU64::new(0),
+            forwarded_items: AtomicU64::new(0),
             requests: Default::default(),
             latency: Mutex::new(Kind::ALL.iter().map(|_| hist()).collect()),
         }

@@ -25,7 +25,7 @@ pub fn render(reg: &Registry) -> String {
     let labels = |s: &super::ShardStats| format!("shard=\"{}\",core=\"{}\"", s.shard, s.core);
 
     // One sample per shard of a plain gauge or counter.
-    let families: [Family; 4] = [
+    let families: [Family; 5] = [
         (
             "kelp_connections",
             "gauge",
@@ -49,6 +49,12 @@ pub fn render(reg: &Registry) -> String {
             "counter",
             "Fetch response bytes written.",
             |s| s.fetch_bytes.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "kelp_forwarded_items_total",
+            "counter",
+            "Partition items of requests this core handed to the owning core (cross-core hops).",
+            |s| s.forwarded_items.load(Ordering::Relaxed).to_string(),
         ),
     ];
     for (name, kind, help, value) in families {

@@ -58,6 +58,11 @@ fn bind_listener(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     Ok(unsafe { TcpListener::from_raw_fd(sk.into_raw_fd()) })
 }
 
+/// Shard `shard`'s own listen address with `--advertise-shards`.
+fn shard_addr(config: &Config, shard: usize) -> std::net::SocketAddr {
+    std::net::SocketAddr::new(config.listen.ip(), config.shard_port(shard))
+}
+
 /// How long start-up waits for a port still held by a previous process.
 const PORT_WAIT: Duration = Duration::from_secs(10);
 
@@ -93,17 +98,28 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     // process. Port 0 picks a free port once, used by every shard.
     let probe = probe_listen(config.listen)?;
     config.listen = probe.local_addr()?;
-    drop(probe);
+    let shard_probes = if config.advertise_shards {
+        (0..cores.len())
+            .map(|s| probe_listen(shard_addr(&config, s)))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
+    drop((probe, shard_probes));
 
     let config = Arc::new(config);
     let cluster = Arc::new(match config.storage {
         // SeaweedMQ holds the topics; the forwarder publishes them in the metadata.
-        StorageKind::Memory | StorageKind::Seaweedmq => Cluster::new(&config),
+        StorageKind::Memory | StorageKind::Seaweedmq => Cluster::new(&config, cores.len()),
         StorageKind::Local => {
             crate::log::prepare_data_dir(&config.data_dir)
                 .context("cannot use the data directory")?;
-            Cluster::with_persistence(&config, crate::log::meta::topics_path(&config.data_dir))
-                .context("cannot load topic metadata")?
+            Cluster::with_persistence(
+                &config,
+                cores.len(),
+                crate::log::meta::topics_path(&config.data_dir),
+            )
+            .context("cannot load topic metadata")?
         }
     });
     let forwarder = match config.storage {
@@ -201,6 +217,19 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                         return;
                     }
                 };
+                let own = if config.advertise_shards {
+                    let addr = shard_addr(&config, shard.id);
+                    match bind_listener(addr) {
+                        Ok(l) => Some(l),
+                        Err(e) => {
+                            let _ = ready
+                                .send(Err(anyhow::anyhow!("shard {} bind {addr}: {e}", shard.id)));
+                            return;
+                        }
+                    }
+                } else {
+                    None
+                };
                 let _ = ready.send(Ok(shard.id));
                 glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
                 glommio::spawn_local(shard.clone().run_group_timers()).detach();
@@ -208,8 +237,17 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                     glommio::spawn_local(shard.clone().run_retention()).detach();
                     glommio::spawn_local(shard.clone().run_fsync_timer()).detach();
                 }
-                let accept = std::pin::pin!(connection::accept_loop(shard.clone(), listener));
-                futures::future::select(accept, std::pin::pin!(shutdown::wait())).await;
+                let accept = futures::future::join(
+                    connection::accept_loop(shard.clone(), listener),
+                    async {
+                        match own {
+                            Some(l) => connection::accept_loop(shard.clone(), l).await,
+                            None => futures::future::pending().await,
+                        }
+                    },
+                );
+                futures::future::select(std::pin::pin!(accept), std::pin::pin!(shutdown::wait()))
+                    .await;
                 // Listener dropped with the accept loop; now end the connections and give
                 // their tasks a moment to unwind before the executor (and its ring) goes away.
                 connection::close_all();
@@ -229,7 +267,13 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     }
     tracing::info!(
         listen = %config.listen,
-        advertised = %format!("{}:{}", config.advertised_host(), config.advertised_port()),
+        advertised = %cluster
+            .nodes
+            .all()
+            .iter()
+            .map(|n| format!("{}={}:{}", n.id, n.host, n.port))
+            .collect::<Vec<_>>()
+            .join(","),
         shards = cores.len(),
         cores = ?cores,
         storage = ?config.storage,

@@ -321,6 +321,9 @@ impl Shard {
                 continue;
             }
             let (tx, rx) = oneshot::channel();
+            self.stats
+                .forwarded_items
+                .fetch_add(its.len() as u64, std::sync::atomic::Ordering::Relaxed);
             match self.peers.send_to(shard, O::into_msg(its, tx)).await {
                 Ok(()) => pending.push((idx, rx)),
                 Err(_) => {

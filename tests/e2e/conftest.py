@@ -12,6 +12,9 @@ The broker under test is either
     fails in teardown). A failing test gets the broker log lines written during it printed in
     its report.
 
+With KELP_ADVERTISE_SHARDS=1 the Kelp brokers run with --advertise-shards (each shard core a
+node on its own port, --shard-base-port chosen free).
+
 Tests take the function-scoped `broker` fixture: `.bootstrap` ("host:port"), `.storage`,
 `.restart()` (keeps data dir and port; skips the test on an external broker).
 Every test uses its own fresh topic and group names, so tests do not depend on each other.
@@ -36,6 +39,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 KELP = pathlib.Path(os.environ.get("KELP_BIN", ROOT / "target" / "release" / "kelp"))
 STORAGE = os.environ.get("KELP_STORAGE", "local")  # the broker default
 EXTERNAL = os.environ.get("KELP_BOOTSTRAP", "").strip()
+ADVERTISE_SHARDS = os.environ.get("KELP_ADVERTISE_SHARDS") == "1"
 REBALANCE_DELAY_MS = 300
 LOG_TAIL_BYTES = 20000
 
@@ -54,6 +58,20 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_port_pair():
+    """A port p with p and p + 1 both free (the two shards' own ports, --advertise-shards)."""
+    for _ in range(50):
+        p = free_port()
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", p))
+                b.bind(("127.0.0.1", p + 1))
+                return p
+            except OSError:
+                continue
+    raise RuntimeError("no two consecutive free ports")
 
 
 def answers_api_versions(port, timeout=0.5):
@@ -97,8 +115,12 @@ class Broker:
 
     external = False
 
-    def __init__(self, data_dir, extra_args=(), seaweed=None):
+    def __init__(self, data_dir, extra_args=(), seaweed=None, advertise_shards=None):
         self.data_dir = data_dir
+        # KELP_ADVERTISE_SHARDS=1 (a pass of scripts/test.sh): every shard its own node and port.
+        if advertise_shards is None:
+            advertise_shards = ADVERTISE_SHARDS
+        self.shard_base_port = free_port_pair() if advertise_shards else None
         # With --storage seaweedmq: the SeaweedFS cluster the data goes to.
         self.seaweed = seaweed
         self.port = free_port()
@@ -125,6 +147,8 @@ class Broker:
         cores = default_cores()
         if cores:
             args += ["--cores", cores]
+        if self.shard_base_port:
+            args += ["--advertise-shards", "--shard-base-port", str(self.shard_base_port)]
         if STORAGE == "seaweedmq":
             args += ["--seaweedmq-master", self.seaweed.master,
                      # topics made outside Kelp show up in Metadata quickly
