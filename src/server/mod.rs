@@ -2,6 +2,7 @@
 //! them, and on each core a SO_REUSEPORT listener whose connections that core serves.
 
 pub mod connection;
+pub mod malloc;
 pub mod shutdown;
 pub mod writev;
 
@@ -92,6 +93,7 @@ fn probe_listen(addr: std::net::SocketAddr) -> anyhow::Result<std::net::TcpListe
 
 /// Runs the broker until every shard exits (normally never).
 pub fn run(mut config: Config) -> anyhow::Result<()> {
+    malloc::tune();
     let cores = shard_cores(&config)?;
     shutdown::install().context("installing signal handling")?;
     // Fail clearly if the port is taken: SO_REUSEPORT alone would quietly share it with another
