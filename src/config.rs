@@ -63,7 +63,8 @@ pub struct Config {
     #[arg(long)]
     pub advertised_host: Option<String>,
 
-    /// Port clients are told to connect to; defaults to the listen port.
+    /// Port clients are told to connect to; defaults to the listen port. (With
+    /// `--advertise-shards` the shards' own ports are advertised instead.)
     #[arg(long)]
     pub advertised_port: Option<u16>,
 
@@ -216,12 +217,27 @@ impl Config {
         i32::from(self.advertised_port.unwrap_or(self.listen.port()))
     }
 
+    /// The first shard port with `--advertise-shards` (may pass 65535; see
+    /// [`Config::check_shard_ports`]).
+    fn shard_base(&self) -> u32 {
+        self.shard_base_port
+            .map_or(u32::from(self.listen.port()) + 1, u32::from)
+    }
+
     /// The own port of shard `shard` with `--advertise-shards` (listened on and advertised).
     pub fn shard_port(&self, shard: usize) -> u16 {
-        let base = self
-            .shard_base_port
-            .unwrap_or_else(|| self.listen.port().saturating_add(1));
-        base.saturating_add(u16::try_from(shard).unwrap_or(u16::MAX))
+        u16::try_from(self.shard_base() + shard as u32).unwrap_or(u16::MAX)
+    }
+
+    /// Whether `shards` shard ports fit below 65536.
+    pub fn check_shard_ports(&self, shards: usize) -> Result<(), String> {
+        let (first, last) = (self.shard_base(), self.shard_base() + shards as u32 - 1);
+        if last > u32::from(u16::MAX) {
+            return Err(format!(
+                "--advertise-shards: shard ports {first}-{last} pass 65535"
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -123,5 +123,10 @@ mod tests {
             2,
         );
         assert_eq!(base.all()[1].port, 20001);
+        let top = config(&["--advertise-shards", "--shard-base-port", "65535"]);
+        assert!(top.check_shard_ports(1).is_ok());
+        assert!(top.check_shard_ports(2).is_err());
+        let listen_top = Config::parse_from(["kelp", "--listen", "127.0.0.1:65535"]);
+        assert!(listen_top.check_shard_ports(1).is_err());
     }
 }

@@ -100,6 +100,11 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     // process. Port 0 picks a free port once, used by every shard.
     let probe = probe_listen(config.listen)?;
     config.listen = probe.local_addr()?;
+    if config.advertise_shards {
+        config
+            .check_shard_ports(cores.len())
+            .map_err(|e| anyhow::anyhow!(e))?;
+    }
     let shard_probes = if config.advertise_shards {
         (0..cores.len())
             .map(|s| probe_listen(shard_addr(&config, s)))
