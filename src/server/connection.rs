@@ -324,20 +324,23 @@ async fn drain(
     Ok(())
 }
 
-/// Writes one request's response (if it has one) and records its metrics.
+/// Records one request's metrics and writes its response (if it has one).
+///
+/// The metrics are recorded before the write: once a client holds an answer, a scrape must
+/// already count it (counted after the write, a shard thread preempted right after `sendmsg`
+/// left a consumer holding every record while `/metrics` showed no fetch at all). Latency
+/// therefore runs until the response is ready, not until the socket took it.
 async fn write_finished(
     shard: &Rc<Shard>,
     stream: &mut TcpStream,
     f: Finished,
 ) -> Result<(), ConnectionError> {
-    if let Some(resp) = f.resp? {
-        writev::write_all(stream, &resp.chunks).await?;
-        if f.kind == Kind::Fetch {
-            shard
-                .stats
-                .fetch_bytes
-                .fetch_add(resp.len() as u64, Ordering::Relaxed);
-        }
+    let resp = f.resp?;
+    if let (Some(resp), Kind::Fetch) = (&resp, f.kind) {
+        shard
+            .stats
+            .fetch_bytes
+            .fetch_add(resp.len() as u64, Ordering::Relaxed);
     }
     let elapsed = f.started.elapsed();
     if elapsed > SLOW_REQUEST && f.kind == Kind::Produce {
@@ -350,5 +353,8 @@ async fn write_finished(
         );
     }
     shard.stats.record(f.kind, elapsed);
+    if let Some(resp) = resp {
+        writev::write_all(stream, &resp.chunks).await?;
+    }
     Ok(())
 }

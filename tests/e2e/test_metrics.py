@@ -11,6 +11,7 @@ import uuid
 from prometheus_client.parser import text_string_to_metric_families
 
 import conftest
+import kwire
 from conftest import Broker, free_port
 
 
@@ -19,6 +20,33 @@ def scrape(port):
         assert r.status == 200
         assert r.headers["Content-Type"].startswith("text/plain")
         return r.read().decode()
+
+
+def fetch_totals(mport):
+    """(fetch requests, fetch response bytes) over all shards."""
+    fams = {f.name: f for f in text_string_to_metric_families(scrape(mport))}
+    reqs = sum(s.value for s in fams["kelp_requests"].samples
+               if s.name == "kelp_requests_total" and s.labels.get("kind") == "fetch")
+    sent = sum(s.value for s in fams["kelp_fetch_bytes"].samples
+               if s.name == "kelp_fetch_bytes_total")
+    return reqs, sent
+
+
+def fetch_counts_before_answers(bootstrap, mport, topic, rounds=30):
+    """A fetch whose answer the client holds is already in /metrics, to the byte: each round
+    one raw Fetch v4 (partition 0 from offset 0), then a scrape."""
+    body = (kwire.i32(-1) + kwire.i32(0) + kwire.i32(0) + kwire.i32(1 << 20) + kwire.i8(0)
+            + kwire.array([kwire.string(topic) + kwire.array(
+                [kwire.i32(0) + kwire.i64(0) + kwire.i32(1 << 20)])]))
+    with kwire.Conn(bootstrap) as conn:
+        reqs, sent = fetch_totals(mport)
+        for i in range(rounds):
+            corr = conn.send_request(kwire.FETCH, 4, body)
+            frame = conn.recv_frame()
+            assert len(frame) > 100, "partition 0 holds records"
+            now_reqs, now_sent = fetch_totals(mport)
+            assert (now_reqs - reqs, now_sent - sent) == (1, len(frame) + 4), (i, corr)
+            reqs, sent = now_reqs, now_sent
 
 
 def test_metrics_parse_and_count_traffic(request):
@@ -51,6 +79,7 @@ def test_metrics_parse_and_count_traffic(request):
             assert got == n
             text = scrape(mport)
             c.close()
+            fetch_counts_before_answers(b.bootstrap, mport, topic)
         finally:
             b.stop()
             b.log.close()
