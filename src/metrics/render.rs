@@ -41,13 +41,13 @@ pub fn render(reg: &Registry) -> String {
         (
             "kelp_produce_bytes_total",
             "counter",
-            "Record batch bytes appended by Produce.",
+            "Produce request bytes received (whole frames).",
             |s| s.produce_bytes.load(Ordering::Relaxed).to_string(),
         ),
         (
             "kelp_fetch_bytes_total",
             "counter",
-            "Fetch response bytes written.",
+            "Fetch response bytes, counted as each response goes to the socket.",
             |s| s.fetch_bytes.load(Ordering::Relaxed).to_string(),
         ),
         (
@@ -84,7 +84,7 @@ pub fn render(reg: &Registry) -> String {
         &mut out,
         "kelp_request_latency_seconds",
         "summary",
-        "Request latency from frame read to response written, by kind.",
+        "Request latency from frame read to response ready to send, by kind.",
     );
     for s in &shards {
         let hists = s.latency_snapshot();
