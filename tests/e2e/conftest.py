@@ -29,6 +29,7 @@ import struct
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 import pytest
 
@@ -58,6 +59,26 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def scrape(port):
+    """The text of Kelp's /metrics on 127.0.0.1:port (checks status and content type)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain")
+        return r.read().decode()
+
+
+def metric_families(text):
+    """The scraped metric families by name, parsed by prometheus_client."""
+    from prometheus_client.parser import text_string_to_metric_families
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def sample_total(fams, fam, suffix="", **labels):
+    """Sum over the shards of family `fam`'s samples named fam + suffix with these labels."""
+    return sum(s.value for s in fams[fam].samples
+               if s.name == fam + suffix and all(s.labels.get(k) == v for k, v in labels.items()))
 
 
 def free_port_pair():

@@ -14,14 +14,12 @@ the suite also runs against an --advertise-shards broker in scripts/test.sh
 import os
 import tempfile
 import time
-import urllib.request
 import uuid
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import conftest
-from conftest import Broker, free_port, free_port_pair
+from conftest import Broker, free_port, free_port_pair, metric_families, sample_total, scrape
 
 PARTITIONS = 8
 SHARDS = min(2, os.cpu_count() or 1)
@@ -44,11 +42,7 @@ def group_owner(group: str, shards: int) -> int:
 
 
 def forwarded(mport):
-    with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    fams = {f.name: f for f in text_string_to_metric_families(text)}
-    return sum(s.value for s in fams["kelp_forwarded_items"].samples
-               if s.name == "kelp_forwarded_items_total")
+    return sample_total(metric_families(scrape(mport)), "kelp_forwarded_items", "_total")
 
 
 class _Started:

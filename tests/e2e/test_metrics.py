@@ -5,31 +5,18 @@ and requests, latency summaries, connections and cache bytes."""
 import os
 import tempfile
 import time
-import urllib.request
 import uuid
-
-from prometheus_client.parser import text_string_to_metric_families
 
 import conftest
 import kwire
-from conftest import Broker, free_port
-
-
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        assert r.status == 200
-        assert r.headers["Content-Type"].startswith("text/plain")
-        return r.read().decode()
+from conftest import Broker, free_port, metric_families, sample_total, scrape
 
 
 def fetch_totals(mport):
     """(fetch requests, fetch response bytes) over all shards."""
-    fams = {f.name: f for f in text_string_to_metric_families(scrape(mport))}
-    reqs = sum(s.value for s in fams["kelp_requests"].samples
-               if s.name == "kelp_requests_total" and s.labels.get("kind") == "fetch")
-    sent = sum(s.value for s in fams["kelp_fetch_bytes"].samples
-               if s.name == "kelp_fetch_bytes_total")
-    return reqs, sent
+    fams = metric_families(scrape(mport))
+    return (sample_total(fams, "kelp_requests", "_total", kind="fetch"),
+            sample_total(fams, "kelp_fetch_bytes", "_total"))
 
 
 def fetch_counts_before_answers(bootstrap, mport, topic, rounds=30):
@@ -84,14 +71,13 @@ def test_metrics_parse_and_count_traffic(request):
             b.stop()
             b.log.close()
 
-    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    fams = metric_families(text)
     for name in ["kelp_connections", "kelp_cache_bytes", "kelp_produce_bytes",
                  "kelp_fetch_bytes", "kelp_requests", "kelp_request_latency_seconds"]:
         assert name in fams, (name, sorted(fams))
 
     def total(fam, suffix="", **labels):
-        return sum(s.value for s in fams[fam].samples
-                   if s.name == fam + suffix and all(s.labels.get(k) == v for k, v in labels.items()))
+        return sample_total(fams, fam, suffix, **labels)
 
     shards = {s.labels["shard"] for s in fams["kelp_cache_bytes"].samples}
     assert len(shards) == min(2, os.cpu_count() or 1), shards
