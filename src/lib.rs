@@ -10,6 +10,7 @@
 pub mod api;
 pub mod cluster;
 pub mod config;
+pub mod deadline;
 pub mod error;
 pub mod forwarder;
 pub mod group;

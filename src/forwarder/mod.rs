@@ -156,9 +156,7 @@ impl ForwarderHandle {
     ) -> Result<T, KelpError> {
         let (tx, rx) = oneshot::channel();
         self.send(make(tx)).await?;
-        crate::shard::repolled(rx)
-            .await
-            .map_err(|_| unavailable())?
+        rx.await.map_err(|_| unavailable())?
     }
 
     async fn send(&self, cmd: Command) -> Result<(), KelpError> {
@@ -186,7 +184,7 @@ impl ForwarderHandle {
         let bytes: usize = batches.iter().map(Bytes::len).sum();
         let permits = (bytes.div_ceil(PERMIT_BYTES) as u32).clamp(1, self.max_inflight_permits);
         let acquire = self.inflight.clone().acquire_many_owned(permits);
-        let permit = match crate::shard::repolled_until(Box::pin(acquire), deadline).await {
+        let permit = match crate::deadline::until(acquire, deadline).await {
             Some(Ok(p)) => p,
             Some(Err(_)) => return fail(unavailable()),
             None => {
@@ -214,9 +212,7 @@ impl ForwarderHandle {
             })
             .await;
         let out = match sent {
-            Ok(()) => crate::shard::repolled(rx)
-                .await
-                .unwrap_or_else(|_| fail(unavailable())),
+            Ok(()) => rx.await.unwrap_or_else(|_| fail(unavailable())),
             Err(e) => fail(e),
         };
         self.stats

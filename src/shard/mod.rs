@@ -59,42 +59,6 @@ pub struct Shard {
     pub forwarder: Option<Arc<ForwarderHandle>>,
 }
 
-/// Safety net for cross-core waits: how often a future woken from another core is polled again
-/// even without a wake-up. glommio has had rare lost cross-thread wake-ups in its shared
-/// channels; a lost one must cost milliseconds, not a client's request timeout.
-const REPOLL: Duration = Duration::from_millis(10);
-
-/// Awaits `f`, re-polling it every [`REPOLL`] in case a cross-core wake-up went missing.
-pub(crate) async fn repolled<F: std::future::Future + Unpin>(mut f: F) -> F::Output {
-    loop {
-        let tick = glommio::timer::sleep(REPOLL);
-        futures::pin_mut!(tick);
-        if let futures::future::Either::Left((out, _)) = futures::future::select(&mut f, tick).await
-        {
-            return out;
-        }
-    }
-}
-
-/// Like [`repolled`], giving up at `deadline` (None).
-pub(crate) async fn repolled_until<F: std::future::Future + Unpin>(
-    mut f: F,
-    deadline: Instant,
-) -> Option<F::Output> {
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return None;
-        }
-        let tick = glommio::timer::sleep(REPOLL.min(deadline - now));
-        futures::pin_mut!(tick);
-        if let futures::future::Either::Left((out, _)) = futures::future::select(&mut f, tick).await
-        {
-            return Some(out);
-        }
-    }
-}
-
 /// How often group timers (sessions, rebalance delays and timeouts) are checked.
 const GROUP_TICK: Duration = Duration::from_millis(50);
 
@@ -349,7 +313,7 @@ impl Shard {
             started();
         }
         for (idx, rx) in pending {
-            match repolled(rx).await {
+            match rx.await {
                 Ok(res) => {
                     for (i, r) in idx.into_iter().zip(res) {
                         out[i] = Some(r);
@@ -420,7 +384,7 @@ impl Shard {
                     .is_ok()
                 {
                     waits.push(Box::pin(async move {
-                        let _ = repolled(rx).await;
+                        let _ = rx.await;
                     }));
                 }
             }
@@ -452,7 +416,7 @@ impl Shard {
         {
             return GroupReply::Unavailable;
         }
-        repolled(rx).await.unwrap_or(GroupReply::Unavailable)
+        rx.await.unwrap_or(GroupReply::Unavailable)
     }
 
     /// Runs a request on the coordinator shard of its group.
@@ -477,7 +441,7 @@ impl Shard {
             let shard = self.clone();
             tasks.push(glommio::spawn_local(async move {
                 let mut stream = stream;
-                while let Some(msg) = repolled(stream.next()).await {
+                while let Some(msg) = stream.next().await {
                     shard.clone().handle_peer(msg);
                 }
                 tracing::debug!(peer, "peer link closed");
@@ -519,3 +483,6 @@ fn spawn_reply<O: Op>(shard: Rc<Shard>, items: Vec<O>, reply: oneshot::Sender<Ve
     })
     .detach();
 }
+
+#[cfg(test)]
+mod cross_core_tests;

@@ -81,13 +81,10 @@ impl Shard {
         // leader cannot answer (stopped, moving) the lookup is retried until the deadline, and
         // the produce then answers REQUEST_TIMED_OUT, which producers retry after their
         // backoff. Nothing was sent, so nothing is acknowledged.
-        super::repolled_until(
-            Box::pin(self.sync_remote(topic, partition, None, deadline)),
-            deadline,
-        )
-        .await
-        .unwrap_or(Err(KelpError::RequestTimedOut))
-        .map_err(KelpError::timed_out_if_transient)?;
+        crate::deadline::until(self.sync_remote(topic, partition, None, deadline), deadline)
+            .await
+            .unwrap_or(Err(KelpError::RequestTimedOut))
+            .map_err(KelpError::timed_out_if_transient)?;
         let (ticket, bytes) = match self.with_partition(topic, partition, |p| {
             p.reserve_remote(batches).map(|r| (r, p.log_start_offset()))
         })?? {
