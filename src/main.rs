@@ -5,6 +5,7 @@ use kelp::config::Config;
 use tracing_subscriber::EnvFilter;
 
 fn main() {
+    kelp::server::panic::abort_on_panic();
     let config = Config::parse();
     let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|e| {
         eprintln!("kelp: bad --log-level '{}': {e}", config.log_level);

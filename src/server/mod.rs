@@ -3,6 +3,7 @@
 
 pub mod connection;
 pub mod malloc;
+pub mod panic;
 pub mod shutdown;
 pub mod writev;
 
