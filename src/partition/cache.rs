@@ -55,6 +55,11 @@ impl BatchCache {
         freed
     }
 
+    /// Last offset of the newest batch.
+    pub fn last_offset(&self) -> Option<i64> {
+        self.batches.back().map(|b| b.last)
+    }
+
     /// Total bytes cached.
     pub fn bytes(&self) -> usize {
         self.bytes

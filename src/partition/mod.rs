@@ -277,20 +277,21 @@ impl Partition {
         }
     }
 
-    /// Drops the oldest cached batch; with no storage behind the cache, its offsets become
-    /// unreadable and the log start moves past them (with a log or SeaweedMQ, they are read
-    /// from there).
-    /// Returns the bytes freed.
-    pub fn evict_oldest(&mut self) -> usize {
-        match self.cache.pop_front() {
-            Some(b) => {
-                if self.durable.is_none() && self.remote.is_none() {
-                    self.log_start = self.log_start.max(b.last + 1);
-                }
-                b.data.len()
-            }
-            None => 0,
+    /// Drops the cached batches up to and including offset `through`; with no storage
+    /// behind the cache, their offsets become unreadable and the log start moves past them
+    /// (with a log or SeaweedMQ, they are read from there). Returns the bytes freed.
+    pub fn evict_through(&mut self, through: i64) -> usize {
+        let freed = self.cache.drop_below(through.saturating_add(1));
+        if freed > 0 && self.durable.is_none() && self.remote.is_none() {
+            let first = self.cache.first_base().unwrap_or(self.hw);
+            self.log_start = self.log_start.max(first.min(through.saturating_add(1)));
         }
+        freed
+    }
+
+    /// Last offset of the newest cached batch.
+    pub fn cached_last_offset(&self) -> Option<i64> {
+        self.cache.last_offset()
     }
 
     /// Reads whole batches from `offset`, up to `max_bytes` but always at least one batch
@@ -405,7 +406,7 @@ mod tests {
         assert_eq!(p.offset_for_timestamp(101).1, 1);
         assert_eq!(p.offset_for_timestamp(timestamp::MAX_TIMESTAMP), (201, 4));
         assert_eq!(p.offset_for_timestamp(9999), (-1, -1));
-        assert!(p.evict_oldest() > 0);
+        assert!(p.evict_through(2) > 0);
         assert_eq!(p.log_start_offset(), 3);
         assert!(p.read(0, 10).is_err());
         assert_eq!(p.offset_for_timestamp(timestamp::EARLIEST), (-1, 3));
