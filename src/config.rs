@@ -130,6 +130,29 @@ pub struct Config {
     #[arg(long, default_value_t = 100 * 1024 * 1024)]
     pub max_request_bytes: usize,
 
+    /// Broker-wide budget for request bytes being read and handled, in bytes (Kafka's
+    /// queued.max.request.bytes): read buffers grow as bytes arrive and hold their share
+    /// until the request is answered; when it is spent, connections pause reading (TCP holds
+    /// the clients back). Must be at least --max-request-bytes plus 64 KiB.
+    #[arg(long, default_value_t = 512 * 1024 * 1024)]
+    pub queued_max_request_bytes: usize,
+
+    /// Largest Fetch response, in bytes (Kafka's fetch.max.bytes): a client's larger
+    /// max_bytes, response or partition, is capped to it. With one answer per connection
+    /// being written at a time, it bounds the unsent response bytes of a connection.
+    #[arg(long, default_value_t = 55 * 1024 * 1024)]
+    pub fetch_max_bytes: usize,
+
+    /// A connection whose response write makes no progress for this long (the client stopped
+    /// reading its socket) is closed, in ms.
+    #[arg(long, default_value_t = 30_000)]
+    pub write_timeout_ms: u64,
+
+    /// A connection with no request in progress and no bytes received for this long is
+    /// closed, in ms (Kafka's connections.max.idle.ms).
+    #[arg(long, default_value_t = 600_000)]
+    pub connections_max_idle_ms: u64,
+
     /// Create unknown topics on Metadata and Produce (Kafka's auto.create.topics.enable).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub auto_create_topics: bool,
@@ -227,6 +250,19 @@ impl Config {
     /// The own port of shard `shard` with `--advertise-shards` (listened on and advertised).
     pub fn shard_port(&self, shard: usize) -> u16 {
         u16::try_from(self.shard_base() + shard as u32).unwrap_or(u16::MAX)
+    }
+
+    /// Whether the request memory budget can hold the largest request (with one read chunk):
+    /// a smaller one would stall a connection forever on a request Kelp accepts.
+    pub fn check_request_budget(&self) -> Result<(), String> {
+        let need = self.max_request_bytes + crate::server::budget::READ_CHUNK;
+        if self.queued_max_request_bytes < need {
+            return Err(format!(
+                "--queued-max-request-bytes {} must be at least --max-request-bytes + 64 KiB ({need})",
+                self.queued_max_request_bytes
+            ));
+        }
+        Ok(())
     }
 
     /// Whether `shards` shard ports fit below 65536.

@@ -1,19 +1,27 @@
 //! One client connection: read length-prefixed frames, start each request in order, write
 //! each response in order as a gather write. Bad framing or malformed requests close the connection
 //! with a log line; nothing a client sends can take the shard down.
+//!
+//! Memory: read buffers grow as bytes arrive (never to a frame's announced length up front)
+//! and are paid for from the broker-wide [`RequestMemory`]; each request frame gets an
+//! allocation of its own, so the batches it leaves in the cache pin nothing else; an idle
+//! connection keeps a 1 KiB buffer; a client that stops reading is closed after the write
+//! timeout, one that sends nothing after the idle timeout.
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use std::collections::VecDeque;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use futures::channel::oneshot;
 use futures::future::Either;
 use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 
+use super::budget::{Lease, RequestMemory, IDLE_CHUNK, READ_CHUNK};
 use super::writev;
 use crate::api;
 use crate::error::ConnectionError;
@@ -24,9 +32,6 @@ use crate::shard::Shard;
 
 /// Produce requests slower than this are logged (fetches and group joins wait by design).
 const SLOW_REQUEST: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Smallest read issued: enough for many small pipelined requests per syscall.
-const READ_CHUNK: usize = 64 * 1024;
 
 thread_local! {
     /// Client sockets open on this shard's thread, so shutdown can close them.
@@ -46,7 +51,7 @@ pub fn close_all() {
 }
 
 /// Accepts connections on this shard's listener until the future is dropped.
-pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
+pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, memory: Arc<RequestMemory>) {
     loop {
         let stream = match listener.accept().await {
             Ok(s) => s,
@@ -66,15 +71,22 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
             continue;
         }
         let _ = stream.set_nodelay(true);
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(
+            shard.config.write_timeout_ms.max(1),
+        )));
         let fd = std::os::unix::io::AsRawFd::as_raw_fd(&stream);
         OPEN.with(|o| o.borrow_mut().insert(fd));
-        let shard = shard.clone();
+        let (shard, memory) = (shard.clone(), memory.clone());
         glommio::spawn_local(async move {
             shard.connections.set(shard.connections.get() + 1);
             shard.stats.connections.fetch_add(1, Ordering::Relaxed);
             let peer_rc: Rc<str> = Rc::from(peer.as_str());
-            match serve(&shard, stream, peer_rc).await {
+            match serve(&shard, stream, peer_rc, memory).await {
                 Ok(()) => tracing::debug!(%peer, "connection closed by client"),
+                Err(ConnectionError::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    tracing::warn!(%peer, shard = shard.id, timeout_ms = shard.config.write_timeout_ms,
+                        "client stopped reading its responses; closing")
+                }
                 Err(ConnectionError::Io(e)) => {
                     tracing::debug!(%peer, error = %e, "connection i/o error")
                 }
@@ -104,6 +116,127 @@ struct Finished {
 /// Requests in progress, oldest first; their responses go out in this order.
 type InFlight = VecDeque<oneshot::Receiver<Finished>>;
 
+/// A connection's read buffer and the share of the request budget it holds.
+///
+/// The buffer holds the bytes not yet taken as frames. Small frames are copied out of it
+/// into an allocation of their own; a frame bigger than a read chunk is read into a buffer
+/// that grows (at most doubling what has arrived) to exactly the frame's size and is then
+/// handed over whole, so big produces are not copied.
+struct ReadBuffer {
+    buf: BytesMut,
+    /// Size of `buf`'s allocation (its `capacity()` shrinks as frames are taken off the
+    /// front); the lease holds exactly this.
+    alloc: usize,
+    lease: Lease,
+    memory: Arc<RequestMemory>,
+}
+
+impl ReadBuffer {
+    fn new(memory: Arc<RequestMemory>) -> Self {
+        ReadBuffer {
+            buf: BytesMut::new(),
+            alloc: 0,
+            lease: Lease::empty(&memory),
+            memory,
+        }
+    }
+
+    /// Takes the next complete frame, with its own allocation and lease; `Err(need)` says
+    /// how many bytes (prefix included) the frame at the front needs in all.
+    async fn next_frame(
+        &mut self,
+        max: usize,
+    ) -> Result<Result<(BytesMut, Lease), usize>, ConnectionError> {
+        let len = match frame::peek_len(&self.buf, max)? {
+            Some(len) => len,
+            None => return Ok(Err(4)),
+        };
+        let total = 4 + len;
+        if self.buf.len() < total {
+            return Ok(Err(total));
+        }
+        if self.buf.len() == total && self.alloc <= total + total / 8 {
+            // The buffer is this frame (and little more): hand it over, no copy.
+            let mut frame = std::mem::take(&mut self.buf);
+            frame.advance(4);
+            let lease = self.lease.split(self.alloc);
+            self.alloc = 0;
+            return Ok(Ok((frame, lease)));
+        }
+        let mut lease = Lease::empty(&self.memory);
+        lease.resize(len).await;
+        let frame = BytesMut::from(&self.buf[4..total]);
+        self.buf.advance(total);
+        Ok(Ok((frame, lease)))
+    }
+
+    /// Makes room to read toward a frame of `need` bytes, paying for growth from the budget
+    /// first (this waits while the budget is spent). `idle`: nothing in progress, so a
+    /// small buffer will do.
+    async fn reserve(&mut self, need: usize, idle: bool) {
+        let have = self.buf.len();
+        if have == 0 && idle && self.alloc > IDLE_CHUNK {
+            // Give an idle connection's big buffer back.
+            self.buf = BytesMut::new();
+            self.alloc = 0;
+            self.lease.resize(0).await;
+        }
+        let target = if need > READ_CHUNK {
+            need.min((2 * have).max(READ_CHUNK))
+        } else if idle && have == 0 {
+            IDLE_CHUNK
+        } else {
+            READ_CHUNK
+        };
+        if self.buf.capacity() > have && (self.buf.capacity() >= target || need <= READ_CHUNK) {
+            return;
+        }
+        let target = target.max(have + 1);
+        // The old allocation is freed right after the copy: the lease covers both briefly.
+        self.lease.resize(self.alloc + target).await;
+        let mut grown = BytesMut::with_capacity(target);
+        grown.extend_from_slice(&self.buf);
+        self.buf = grown;
+        self.alloc = target;
+        self.lease.resize(target).await;
+    }
+
+    /// Reads what arrives into the reserved room, at most up to `need` for a big frame.
+    async fn read(&mut self, stream: &mut TcpStream, need: usize) -> std::io::Result<usize> {
+        let have = self.buf.len();
+        let room = self.buf.capacity() - have;
+        let want = if need > READ_CHUNK {
+            room.min(need.saturating_sub(have).max(1))
+        } else {
+            room
+        };
+        self.buf.resize(have + want, 0);
+        // Whatever happens to this future (it is dropped when a response is ready first),
+        // the buffer ends with the bytes actually read, never the zeroed room.
+        let mut keep = KeepRead {
+            buf: &mut self.buf,
+            len: have,
+        };
+        let r = stream.read(&mut keep.buf[have..]).await;
+        if let Ok(n) = r {
+            keep.len = have + n;
+        }
+        r
+    }
+}
+
+/// Truncates a read buffer to the bytes read when dropped.
+struct KeepRead<'a> {
+    buf: &'a mut BytesMut,
+    len: usize,
+}
+
+impl Drop for KeepRead<'_> {
+    fn drop(&mut self) {
+        self.buf.truncate(self.len);
+    }
+}
+
 /// Serves one connection until the client closes it or sends something unservable.
 ///
 /// Requests are started in order, one at a time: the next one starts when the previous one
@@ -114,21 +247,25 @@ async fn serve(
     shard: &Rc<Shard>,
     mut stream: TcpStream,
     peer: Rc<str>,
+    memory: Arc<RequestMemory>,
 ) -> Result<(), ConnectionError> {
     let max = shard.config.max_request_bytes;
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let idle_limit = Duration::from_millis(shard.config.connections_max_idle_ms.max(1));
+    let mut rb = ReadBuffer::new(memory);
     let mut in_flight = InFlight::new();
+    // When the connection last went idle (nothing in progress, nothing read since).
+    let mut idle_since: Option<Instant> = None;
     loop {
         let need = if in_flight.len() < MAX_IN_FLIGHT {
-            match frame::next_frame(&mut buf, max)? {
-                Ok(frame) => {
+            match rb.next_frame(max).await? {
+                Ok((frame, lease)) => {
                     let header = RequestHeader::parse(&frame)?;
                     if header.api_key != key::PRODUCE {
                         // Only produces overlap: anything else sees the effects of every
                         // request before it, as with Kafka's one request at a time.
                         drain(shard, &mut stream, &mut in_flight).await?;
                     }
-                    let started = start(shard, &peer, header, frame, &mut in_flight)?;
+                    let started = start(shard, &peer, header, frame, lease, &mut in_flight)?;
                     wait_started(shard, &mut stream, &mut in_flight, started).await?;
                     continue;
                 }
@@ -141,24 +278,45 @@ async fn serve(
             write_oldest(shard, &mut stream, &mut in_flight).await?;
             continue;
         };
-        // Read at least what completes the frame, in big chunks, unless a response is done
-        // first. An unfinished read is dropped safely: glommio reads only once data is there.
-        let have = buf.len();
-        let want = (need - have).max(READ_CHUNK);
-        buf.resize(have + want, 0);
+        // Read at least what completes the frame, unless a response is done first. An
+        // unfinished read (or wait for the budget) is dropped safely: glommio reads only
+        // once data is there. With nothing in progress the read is also the idle timer.
+        let idle = in_flight.is_empty();
+        let idle_deadline = if idle {
+            *idle_since.get_or_insert_with(Instant::now) + idle_limit
+        } else {
+            idle_since = None;
+            Instant::now() + idle_limit
+        };
         let outcome = {
-            let read = stream.read(&mut buf[have..]);
+            let fill = async {
+                rb.reserve(need, idle).await;
+                rb.read(&mut stream, need).await
+            };
+            let fill = async {
+                if idle {
+                    crate::deadline::until(fill, idle_deadline).await
+                } else {
+                    Some(fill.await)
+                }
+            };
             let oldest = oldest_done(&mut in_flight);
+            futures::pin_mut!(fill);
             futures::pin_mut!(oldest);
-            match futures::future::select(read, oldest).await {
+            match futures::future::select(fill, oldest).await {
                 Either::Left((r, _)) => Either::Left(r),
                 Either::Right((done, _)) => Either::Right(done),
             }
         };
         match outcome {
-            Either::Left(Ok(0)) => {
-                buf.truncate(have);
+            Either::Left(None) => {
+                tracing::info!(%peer, idle_ms = idle_limit.as_millis() as u64,
+                    "closing idle connection (--connections-max-idle-ms)");
+                return Ok(());
+            }
+            Either::Left(Some(Ok(0))) => {
                 drain(shard, &mut stream, &mut in_flight).await?;
+                let have = rb.buf.len();
                 if have > 0 {
                     return Err(ConnectionError::Malformed(format!(
                         "client closed mid-frame ({have} of {need} bytes)"
@@ -166,10 +324,9 @@ async fn serve(
                 }
                 return Ok(());
             }
-            Either::Left(Ok(n)) => buf.truncate(have + n),
-            Either::Left(Err(e)) => return Err(e.into()),
+            Either::Left(Some(Ok(_))) => idle_since = None,
+            Either::Left(Some(Err(e))) => return Err(e.into()),
             Either::Right(done) => {
-                buf.truncate(have);
                 in_flight.pop_front();
                 write_finished(shard, &mut stream, done).await?;
             }
@@ -184,6 +341,7 @@ fn start(
     peer: &Rc<str>,
     header: RequestHeader,
     frame: BytesMut,
+    lease: Lease,
     in_flight: &mut InFlight,
 ) -> Result<oneshot::Receiver<()>, ConnectionError> {
     let started = Instant::now();
@@ -212,6 +370,9 @@ fn start(
     // half-done append would leave the partition's log writer stuck).
     glommio::spawn_local(async move {
         let resp = api::dispatch(shard, header, peer, frame, started_tx).await;
+        // The frame's share of the request budget ends with its handling: what it left in
+        // the batch cache is the cache budget's from now on.
+        drop(lease);
         let _ = done_tx.send(Finished {
             resp,
             kind,

@@ -1,6 +1,7 @@
 //! Process start-up: one pinned glommio executor per shard core, the channel mesh between
 //! them, and on each core a SO_REUSEPORT listener whose connections that core serves.
 
+pub mod budget;
 pub mod connection;
 pub mod malloc;
 pub mod panic;
@@ -99,6 +100,9 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     shutdown::install().context("installing signal handling")?;
     // Fail clearly if the port is taken: SO_REUSEPORT alone would quietly share it with another
     // process. Port 0 picks a free port once, used by every shard.
+    config
+        .check_request_budget()
+        .map_err(|e| anyhow::anyhow!(e))?;
     let probe = probe_listen(config.listen)?;
     config.listen = probe.local_addr()?;
     if config.advertise_shards {
@@ -138,6 +142,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
         _ => None,
     };
     let mesh = MeshBuilder::<ShardMsg, _>::full(cores.len(), MESH_CHANNEL_SIZE);
+    let request_memory = budget::RequestMemory::new(config.queued_max_request_bytes);
     let registry = Arc::new(Registry::default());
     if let Some(f) = &forwarder {
         registry.register_forwarder(f.stats.clone());
@@ -151,6 +156,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
 
     let mut handles = Vec::with_capacity(cores.len());
     for &core in &cores {
+        let memory = request_memory.clone();
         let (registry, config, cluster, mesh, ready, forwarder) = (
             registry.clone(),
             config.clone(),
@@ -246,10 +252,12 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                     glommio::spawn_local(shard.clone().run_fsync_timer()).detach();
                 }
                 let accept = futures::future::join(
-                    connection::accept_loop(shard.clone(), listener),
+                    connection::accept_loop(shard.clone(), listener, memory.clone()),
                     async {
                         match own {
-                            Some(l) => connection::accept_loop(shard.clone(), l).await,
+                            Some(l) => {
+                                connection::accept_loop(shard.clone(), l, memory.clone()).await
+                            }
                             None => futures::future::pending().await,
                         }
                     },

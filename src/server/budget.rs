@@ -1,0 +1,162 @@
+//! The broker-wide budget for request bytes being read and handled (Kafka's
+//! queued.max.request.bytes).
+//!
+//! Every connection's read buffer is paid for from one [`RequestMemory`] shared by all shard
+//! cores, as it grows; a complete request frame keeps its share until its answer is ready.
+//! When the budget is spent a connection waits before reading more, so the kernel's socket
+//! buffers and TCP flow control hold the clients back instead of Kelp's heap. Calls nothing
+//! of Kelp's; `server::connection` is its user.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use event_listener::Event;
+
+/// Largest read issued on a connection whose current frame is small (and the usual size of
+/// its read buffer): big enough for many pipelined requests per syscall.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+/// Read buffer of a connection with nothing in progress: idle connections hold only this.
+pub const IDLE_CHUNK: usize = 1024;
+
+/// The shared budget. Cheap to clone through `Arc`.
+#[derive(Debug)]
+pub struct RequestMemory {
+    limit: usize,
+    used: AtomicUsize,
+    released: Event,
+}
+
+impl RequestMemory {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(RequestMemory {
+            limit,
+            used: AtomicUsize::new(0),
+            released: Event::new(),
+        })
+    }
+
+    /// Bytes currently held by leases.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// The budget.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn try_take(&self, n: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                u.checked_add(n).filter(|&t| t <= self.limit)
+            })
+            .is_ok()
+    }
+
+    /// Takes `n` bytes, waiting until other leases give enough back.
+    async fn take(&self, n: usize) {
+        loop {
+            if self.try_take(n) {
+                return;
+            }
+            // Listen before the second try, so a release in between is not missed.
+            let listener = self.released.listen();
+            if self.try_take(n) {
+                return;
+            }
+            listener.await;
+        }
+    }
+
+    fn give(&self, n: usize) {
+        if n > 0 {
+            self.used.fetch_sub(n, Ordering::AcqRel);
+            self.released.notify(usize::MAX);
+        }
+    }
+}
+
+/// Bytes held from a [`RequestMemory`]; given back when dropped.
+#[derive(Debug)]
+pub struct Lease {
+    pool: Arc<RequestMemory>,
+    bytes: usize,
+}
+
+impl Lease {
+    /// An empty lease on `pool`.
+    pub fn empty(pool: &Arc<RequestMemory>) -> Self {
+        Lease {
+            pool: pool.clone(),
+            bytes: 0,
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Grows or shrinks the lease to exactly `bytes`, waiting for the budget to grow it.
+    pub async fn resize(&mut self, bytes: usize) {
+        if bytes > self.bytes {
+            self.pool.take(bytes - self.bytes).await;
+        } else {
+            self.pool.give(self.bytes - bytes);
+        }
+        self.bytes = bytes;
+    }
+
+    /// Moves `bytes` (at most what is held) into a lease of their own.
+    pub fn split(&mut self, bytes: usize) -> Lease {
+        let bytes = bytes.min(self.bytes);
+        self.bytes -= bytes;
+        Lease {
+            pool: self.pool.clone(),
+            bytes,
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.pool.give(self.bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn leases_wait_for_room_and_give_it_back() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let pool = RequestMemory::new(100);
+                let mut a = Lease::empty(&pool);
+                a.resize(80).await;
+                let part = a.split(30);
+                assert_eq!((a.bytes(), part.bytes(), pool.used()), (50, 30, 80));
+                let mut b = Lease::empty(&pool);
+                let p2 = pool.clone();
+                let waiter = glommio::spawn_local(async move {
+                    b.resize(40).await;
+                    assert!(p2.used() <= 100);
+                    b
+                });
+                glommio::timer::sleep(Duration::from_millis(20)).await;
+                assert_eq!(pool.used(), 80, "the second lease must wait");
+                drop(part);
+                let b = waiter.await;
+                assert_eq!((b.bytes(), pool.used()), (40, 90));
+                drop((a, b));
+                assert_eq!(pool.used(), 0);
+            })
+            .expect("executor")
+            .join()
+            .expect("join");
+    }
+}
