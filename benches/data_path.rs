@@ -70,9 +70,7 @@ fn bench_produce_path(c: &mut Criterion) {
                         };
                         appended += part.append(v, roll).expect("append").added;
                         if part.cached_bytes() > 256 << 20 {
-                            while part.cached_bytes() > 0 {
-                                part.evict_oldest();
-                            }
+                            part.evict_through(i64::MAX - 1);
                         }
                     },
                     BatchSize::SmallInput,
