@@ -67,10 +67,12 @@ pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, Conne
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
     let deadline = Instant::now() + max_wait;
     let min_bytes = req.min_bytes.max(0) as usize;
+    // Kafka caps the response at the broker's fetch.max.bytes whatever the client asks.
+    let limit = ctx.shard.config.fetch_max_bytes;
     let max_bytes = if req.max_bytes <= 0 {
-        i32::MAX as usize
+        limit
     } else {
-        req.max_bytes as usize
+        (req.max_bytes as usize).min(limit)
     };
     loop {
         let items = wanted
@@ -79,7 +81,8 @@ pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, Conne
                 topic: topics[ti].name.clone(),
                 partition: topics[ti].partitions[pi].index,
                 offset,
-                max_bytes: max,
+                max_bytes: max.min(max_bytes),
+                response_max: max_bytes,
             })
             .collect();
         let results = ctx.shard.scatter(items).await;

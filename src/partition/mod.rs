@@ -42,6 +42,18 @@ pub struct ReadOut {
     pub log_start_offset: i64,
 }
 
+impl ReadOut {
+    /// No batches, with the partition's offsets.
+    pub fn empty(high_watermark: i64, log_start_offset: i64) -> Self {
+        ReadOut {
+            batches: Vec::new(),
+            bytes: 0,
+            high_watermark,
+            log_start_offset,
+        }
+    }
+}
+
 /// Result of an append: base offset, bytes added to the cache and, with local storage, what
 /// to wait for before answering.
 pub struct Appended {

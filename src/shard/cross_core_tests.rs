@@ -84,6 +84,7 @@ async fn drive(shard: &Rc<Shard>) -> Result<u64, String> {
                 partition: p,
                 offset: 0,
                 max_bytes: 1024,
+                response_max: 1024,
             }]);
             let out = crate::deadline::until(read, Instant::now() + STALL)
                 .await

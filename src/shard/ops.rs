@@ -35,6 +35,35 @@ pub struct ReadItem {
     pub partition: i32,
     pub offset: i64,
     pub max_bytes: usize,
+    /// The request's response limit, the same for every item of a request: the items a
+    /// shard runs for one request read at most this much in all (plus the first batch),
+    /// so a Fetch of many partitions below the cache never holds more than it can answer.
+    pub response_max: usize,
+}
+
+/// What the reads below the cache of one request on one shard may still allocate: each
+/// takes its share (in request order) before reading and gives back what it did not use.
+/// Reads from the cache are slices of cached batches and take nothing.
+#[derive(Debug)]
+pub struct ColdBudget(std::cell::Cell<usize>);
+
+impl ColdBudget {
+    /// A budget of `bytes`.
+    pub fn new(bytes: usize) -> Self {
+        ColdBudget(std::cell::Cell::new(bytes))
+    }
+
+    /// Takes up to `want` bytes; 0 means the response is full.
+    pub fn take(&self, want: usize) -> usize {
+        let got = want.min(self.0.get());
+        self.0.set(self.0.get() - got);
+        got
+    }
+
+    /// Gives back the part of a share that was not read.
+    pub fn give_back(&self, bytes: usize) {
+        self.0.set(self.0.get() + bytes);
+    }
 }
 
 /// Result of one read.
@@ -129,8 +158,13 @@ impl Op for ReadItem {
         ShardMsg::Read(items, reply)
     }
     fn run(shard: &Shard, items: Vec<Self>) -> LocalBoxFuture<'_, Vec<Self::Out>> {
+        let left = std::rc::Rc::new(ColdBudget::new(
+            items.first().map_or(0, |it| it.response_max),
+        ));
         Box::pin(futures::future::join_all(
-            items.into_iter().map(|it| shard.read(it)),
+            items
+                .into_iter()
+                .map(move |it| shard.read(it, left.clone())),
         ))
     }
     fn failed(e: KelpError) -> Self::Out {

@@ -8,10 +8,11 @@
 //! await.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::ops::{OffsetsItem, OffsetsOut, ProduceOut, ReadItem, ReadResult};
+use super::ops::{ColdBudget, OffsetsItem, OffsetsOut, ProduceOut, ReadItem, ReadResult};
 use super::Shard;
 use crate::cluster::TopicMeta;
 use crate::error::KelpError;
@@ -125,7 +126,7 @@ impl Shard {
     }
 
     /// Reads from the cache, or from SeaweedMQ for offsets older than the cache.
-    pub async fn read_remote(&self, it: ReadItem) -> ReadResult {
+    pub async fn read_remote(&self, it: ReadItem, cold_budget: Rc<ColdBudget>) -> ReadResult {
         self.sync_for_read(&it.topic, it.partition).await?;
         let at_end =
             self.with_partition(&it.topic, it.partition, |p| it.offset >= p.high_watermark())?;
@@ -152,10 +153,19 @@ impl Shard {
             return self
                 .with_partition(&it.topic, it.partition, |p| p.read(it.offset, it.max_bytes))?;
         };
+        let share = cold_budget.take(it.max_bytes);
+        if share == 0 {
+            return Ok(ReadOut::empty(hw, log_start));
+        }
         let out = self
             .fwd()?
-            .fetch(&it.topic, it.partition, it.offset, it.max_bytes, hw)
-            .await?;
+            .fetch(&it.topic, it.partition, it.offset, share, hw)
+            .await;
+        let used = out
+            .as_ref()
+            .map_or(0, |o| o.batches.iter().map(|b| b.len()).sum());
+        cold_budget.give_back(share.saturating_sub(used));
+        let out = out?;
         Ok(ReadOut {
             bytes: out.batches.iter().map(|b| b.len()).sum(),
             batches: out.batches,

@@ -8,7 +8,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::ops::{OffsetsItem, OffsetsOut, ProduceOut, ReadItem, ReadResult};
+use super::ops::{ColdBudget, OffsetsItem, OffsetsOut, ProduceOut, ReadItem, ReadResult};
 use super::Shard;
 use crate::config::{FsyncPolicy, StorageKind};
 use crate::error::KelpError;
@@ -58,9 +58,9 @@ impl Shard {
     }
 
     /// Reads from the cache, or from the log for offsets older than the cache.
-    pub async fn read(&self, it: ReadItem) -> ReadResult {
+    pub async fn read(&self, it: ReadItem, cold_budget: Rc<ColdBudget>) -> ReadResult {
         if self.forwarder.is_some() {
-            return self.read_remote(it).await;
+            return self.read_remote(it, cold_budget).await;
         }
         let cold = self.with_partition(&it.topic, it.partition, |p| {
             p.cold_log(it.offset)
@@ -70,7 +70,16 @@ impl Shard {
             return self
                 .with_partition(&it.topic, it.partition, |p| p.read(it.offset, it.max_bytes))?;
         };
-        let batches = log.read(it.offset, it.max_bytes, hw).await.map_err(|e| {
+        let share = cold_budget.take(it.max_bytes);
+        if share == 0 {
+            // The response is full: nothing is read (the first-batch rule is for the
+            // response's first partition with data, which took a share).
+            return Ok(crate::partition::ReadOut::empty(hw, log_start));
+        }
+        let read = log.read(it.offset, share, hw).await;
+        let used = read.as_ref().map_or(0, |b| b.iter().map(|b| b.len()).sum());
+        cold_budget.give_back(share.saturating_sub(used));
+        let batches = read.map_err(|e| {
             tracing::error!(topic = %it.topic, partition = it.partition, error = %e, "cold read failed");
             KelpError::from(e)
         })?;
