@@ -93,7 +93,11 @@ impl ShardStats {
 pub struct Registry {
     shards: Mutex<Vec<Arc<ShardStats>>>,
     forwarder: Mutex<Option<Arc<crate::forwarder::ForwarderStats>>>,
+    request_memory: Mutex<Option<RequestMemoryGauge>>,
 }
+
+/// Reads the broker-wide request memory: (bytes held, budget).
+pub type RequestMemoryGauge = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
 
 impl Registry {
     /// Adds a shard's stats.
@@ -114,6 +118,18 @@ impl Registry {
     /// The forwarder's counters, when it runs.
     pub fn forwarder(&self) -> Option<Arc<crate::forwarder::ForwarderStats>> {
         self.forwarder.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// Adds the broker-wide request memory gauge.
+    pub fn register_request_memory(&self, gauge: RequestMemoryGauge) {
+        if let Ok(mut g) = self.request_memory.lock() {
+            *g = Some(gauge);
+        }
+    }
+
+    /// The request memory gauge, once registered.
+    pub fn request_memory(&self) -> Option<RequestMemoryGauge> {
+        self.request_memory.lock().ok().and_then(|g| g.clone())
     }
 
     /// The registered stats, by shard id.

@@ -106,6 +106,24 @@ pub fn render(reg: &Registry) -> String {
             let _ = writeln!(out, "kelp_request_latency_seconds_count{{{l}}} {}", h.len());
         }
     }
+    if let Some(gauge) = reg.request_memory() {
+        let (held, limit) = gauge();
+        for (name, help, v) in [
+            (
+                "kelp_request_memory_bytes",
+                "Bytes of request buffers held from the broker-wide budget (being read or handled).",
+                held,
+            ),
+            (
+                "kelp_request_memory_limit_bytes",
+                "The broker-wide request memory budget (--queued-max-request-bytes).",
+                limit,
+            ),
+        ] {
+            header(&mut out, name, "gauge", help);
+            let _ = writeln!(out, "{name} {v}");
+        }
+    }
     if let Some(f) = reg.forwarder() {
         render_forwarder(&mut out, &f);
     }

@@ -142,8 +142,12 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
         _ => None,
     };
     let mesh = MeshBuilder::<ShardMsg, _>::full(cores.len(), MESH_CHANNEL_SIZE);
-    let request_memory = budget::RequestMemory::new(config.queued_max_request_bytes);
     let registry = Arc::new(Registry::default());
+    let request_memory = budget::RequestMemory::new(config.queued_max_request_bytes);
+    let gauge = request_memory.clone();
+    registry.register_request_memory(Arc::new(move || {
+        (gauge.used() as u64, gauge.limit() as u64)
+    }));
     if let Some(f) = &forwarder {
         registry.register_forwarder(f.stats.clone());
     }
