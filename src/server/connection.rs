@@ -249,6 +249,35 @@ async fn serve(
     peer: Rc<str>,
     memory: Arc<RequestMemory>,
 ) -> Result<(), ConnectionError> {
+    let r = serve_requests(shard, &mut stream, peer, memory).await;
+    if matches!(&r, Err(ConnectionError::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut) {
+        // The client stopped reading: a normal close would leave the unsent responses in the
+        // kernel until TCP gives up (its window is shut, so not even the FIN goes out).
+        // Linger 0 turns the close into a reset that frees them at once.
+        let off = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: setsockopt on the connection's own open fd with a correctly sized linger.
+        unsafe {
+            libc::setsockopt(
+                std::os::unix::io::AsRawFd::as_raw_fd(&stream),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                &off as *const libc::linger as *const libc::c_void,
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            );
+        }
+    }
+    r
+}
+
+async fn serve_requests(
+    shard: &Rc<Shard>,
+    stream: &mut TcpStream,
+    peer: Rc<str>,
+    memory: Arc<RequestMemory>,
+) -> Result<(), ConnectionError> {
     let max = shard.config.max_request_bytes;
     let idle_limit = Duration::from_millis(shard.config.connections_max_idle_ms.max(1));
     let mut rb = ReadBuffer::new(memory);
@@ -263,10 +292,10 @@ async fn serve(
                     if header.api_key != key::PRODUCE {
                         // Only produces overlap: anything else sees the effects of every
                         // request before it, as with Kafka's one request at a time.
-                        drain(shard, &mut stream, &mut in_flight).await?;
+                        drain(shard, stream, &mut in_flight).await?;
                     }
                     let started = start(shard, &peer, header, frame, lease, &mut in_flight)?;
-                    wait_started(shard, &mut stream, &mut in_flight, started).await?;
+                    wait_started(shard, stream, &mut in_flight, started).await?;
                     continue;
                 }
                 Err(need) => Some(need),
@@ -275,7 +304,7 @@ async fn serve(
             None
         };
         let Some(need) = need else {
-            write_oldest(shard, &mut stream, &mut in_flight).await?;
+            write_oldest(shard, stream, &mut in_flight).await?;
             continue;
         };
         // Read at least what completes the frame, unless a response is done first. An
@@ -291,7 +320,7 @@ async fn serve(
         let outcome = {
             let fill = async {
                 rb.reserve(need, idle).await;
-                rb.read(&mut stream, need).await
+                rb.read(stream, need).await
             };
             let fill = async {
                 if idle {
@@ -315,7 +344,7 @@ async fn serve(
                 return Ok(());
             }
             Either::Left(Some(Ok(0))) => {
-                drain(shard, &mut stream, &mut in_flight).await?;
+                drain(shard, stream, &mut in_flight).await?;
                 let have = rb.buf.len();
                 if have > 0 {
                     return Err(ConnectionError::Malformed(format!(
@@ -328,7 +357,7 @@ async fn serve(
             Either::Left(Some(Err(e))) => return Err(e.into()),
             Either::Right(done) => {
                 in_flight.pop_front();
-                write_finished(shard, &mut stream, done).await?;
+                write_finished(shard, stream, done).await?;
             }
         }
     }

@@ -193,7 +193,8 @@ impl Shard {
             // A duplicate retry: nothing new is cached, so nothing joins the eviction order.
             return;
         }
-        self.set_cached(self.cached_bytes.get() + added);
+        // Published by the eviction below: a scrape must never see the cache over budget.
+        self.cached_bytes.set(self.cached_bytes.get() + added);
         let key = (topic.to_string(), partition);
         let through = self
             .partitions

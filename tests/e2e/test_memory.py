@@ -234,3 +234,27 @@ def test_cache_stays_within_its_budget_under_produce(request):
         print(f"cache per core {per_core}, RSS {rss:.0f} MiB")
         cores = len(per_core)
         assert rss < 150 + cores * budget / MIB + 96, f"RSS {rss:.0f} MiB"
+
+
+def test_idle_connections_are_closed_after_the_idle_timeout(request):
+    # Kafka's connections.max.idle.ms: a connection that sends nothing is closed; one whose
+    # request is still being answered (a long-poll fetch) is not idle.
+    with broker_with(request, "--connections-max-idle-ms", "700") as (b, mport):
+        from confluent_kafka.admin import AdminClient, NewTopic
+        topic = "idle-" + uuid.uuid4().hex[:6]
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+        with connect(b) as quiet, connect(b) as busy:
+            quiet.settimeout(5)
+            busy.settimeout(5)
+            # Max wait 2 s on an empty partition: the answer comes after the idle timeout.
+            body = (kwire.i32(-1) + kwire.i32(2000) + kwire.i32(1) + kwire.i32(MIB) + kwire.i8(0)
+                    + kwire.array([kwire.string(topic) + kwire.array(
+                        [kwire.i32(0) + kwire.i64(0) + kwire.i64(0) + kwire.i32(MIB)])]))
+            t0 = time.time()
+            busy.sendall(kwire.request_frame(FETCH, 5, 7, body))
+            assert quiet.recv(1) == b"", "the idle connection was not closed"
+            assert 0.6 < time.time() - t0 < 4
+            head = busy.recv(8)
+            assert len(head) == 8 and struct.unpack(">ii", head)[1] == 7, head
+            assert time.time() - t0 > 1.8, "the long poll did not wait"

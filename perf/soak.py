@@ -1,0 +1,418 @@
+#!/usr/bin/env python3
+"""Soak: Kelp on all its cores under mixed real-client load for a given time, sampling RSS,
+/metrics and errors; fails on any crash, on RSS above the documented memory model, or on a
+cache over its budget. Run through perf/soak.sh (which builds nothing: it uses KELP_BIN).
+
+Load, all at once, for the whole run:
+  - Java ProducerPerformance (Apache Kafka's own client), acks=all and acks=1, in a loop;
+  - confluent-kafka consumers in one group that join, consume a while, leave and come back;
+  - admin calls: create/describe/alter/delete topics, list/describe groups, metadata;
+  - a slow consumer (reads a few KiB per second of its fetches) and a stalled one (never
+    reads; must be closed by the write timeout, then it comes back);
+  - garbage: random bytes, the 21-byte oversized-array Metadata frame, absurd and announced-
+    only frame lengths, valid headers with random bodies, idle connections.
+
+Prints one line per sample and a summary; exit 0 only if the broker stayed up and inside
+the model for the whole run.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+import kwire  # noqa: E402  (the e2e suite's wire helpers)
+
+MIB = 1024 * 1024
+STOP = threading.Event()
+COUNTS = {}
+COUNTS_LOCK = threading.Lock()
+
+
+def count(what, n=1):
+    with COUNTS_LOCK:
+        COUNTS[what] = COUNTS.get(what, 0) + n
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(mport):
+    with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        base = name.split("{", 1)[0]
+        out.setdefault(base, []).append(float(value))
+    return out
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def loop(name, body, pause=0.0):
+    """Runs body() until STOP, counting errors instead of dying on them."""
+    def run():
+        while not STOP.is_set():
+            try:
+                body()
+            except Exception as e:  # noqa: BLE001 - a soak counts failures, it does not stop
+                count(f"{name}_errors")
+                if os.environ.get("SOAK_VERBOSE"):
+                    print(f"soak: {name}: {e!r}", flush=True)
+                STOP.wait(1.0)
+            if pause:
+                STOP.wait(pause)
+    t = threading.Thread(target=run, name=name, daemon=True)
+    t.start()
+    return t
+
+
+# --- load ----------------------------------------------------------------------------------
+
+def java_producer(bs, jars, topic, acks, rate, logs):
+    seconds = 60
+
+    def body():
+        log = os.path.join(logs, f"producer-acks{acks}.log")
+        with open(log, "ab") as f:
+            p = subprocess.Popen(
+                ["java", "-Xmx256m", "-cp", f"{jars}/*", "org.apache.kafka.tools.ProducerPerformance",
+                 "--topic", topic, "--num-records", str(rate * seconds), "--record-size", "1000",
+                 "--throughput", str(rate), "--producer-props", f"bootstrap.servers={bs}",
+                 f"acks={acks}", "linger.ms=5", "batch.size=65536"],
+                stdout=f, stderr=subprocess.STDOUT)
+            while p.poll() is None:
+                if STOP.wait(0.5):
+                    p.terminate()
+                    p.wait(10)
+                    return
+        tail = open(log, "rb").read()[-2000:].decode(errors="replace")
+        if p.returncode != 0 or "records sent" not in tail:
+            raise RuntimeError(f"ProducerPerformance acks={acks} rc={p.returncode}")
+        count(f"produce_acks{acks}_runs")
+    return loop(f"producer_acks{acks}", body)
+
+
+def group_consumer(bs, topic, group, idx):
+    from confluent_kafka import Consumer
+
+    def body():
+        c = Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "latest",
+                      "session.timeout.ms": 10000, "client.id": f"soak-c{idx}"})
+        c.subscribe([topic])
+        until = time.time() + random.uniform(10, 40)
+        try:
+            while time.time() < until and not STOP.is_set():
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    count("consumed")
+        finally:
+            c.close()
+        count("group_leaves")
+        STOP.wait(random.uniform(0, 5))
+    return loop(f"consumer{idx}", body)
+
+
+def admin_calls(bs):
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+    admin = AdminClient({"bootstrap.servers": bs})
+
+    def body():
+        t = f"soak-admin-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(t, 3, 1)])[t].result(15)
+        res = ConfigResource(ConfigResource.Type.TOPIC, t)
+        admin.describe_configs([res])[res].result(15)
+        admin.list_topics(timeout=10)
+        groups = admin.list_consumer_groups().result(15)
+        ids = [g.group_id for g in groups.valid][:5]
+        if ids:
+            for f in admin.describe_consumer_groups(ids).values():
+                f.result(15)
+        admin.delete_topics([t])[t].result(15)
+        count("admin_rounds")
+    return loop("admin", body, pause=2.0)
+
+
+def fetch_frame(topic, corr, max_bytes):
+    body = (kwire.i32(-1) + kwire.i32(200) + kwire.i32(1) + kwire.i32(max_bytes) + kwire.i8(0)
+            + kwire.array([kwire.string(topic) + kwire.array(
+                [kwire.i32(0) + kwire.i64(0) + kwire.i64(0) + kwire.i32(max_bytes)])]))
+    return kwire.request_frame(1, 5, corr, body)
+
+
+def slow_consumer(port, topic):
+    def body():
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+            for corr in range(20):
+                s.sendall(fetch_frame(topic, corr, 4 * MIB))
+                (n,) = struct.unpack(">i", recv_exact(s, 4))
+                left = n
+                while left > 0 and not STOP.is_set():
+                    left -= len(recv_exact(s, min(left, 64 * 1024)))
+                    time.sleep(0.02)  # a few MiB/s at most
+                count("slow_fetches")
+                if STOP.is_set():
+                    return
+    return loop("slow_consumer", body)
+
+
+def recv_exact(s, n):
+    out = b""
+    while len(out) < n:
+        got = s.recv(n - len(out))
+        if not got:
+            raise ConnectionError("closed")
+        out += got
+    return out
+
+
+def stalled_consumer(port, topic):
+    import select
+
+    def body():
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", port))
+            s.setblocking(False)
+            # Fetch again and again, never reading; once the socket buffers are full the
+            # broker's write stalls and it must give up on us (write timeout): the reset
+            # shows without reading.
+            p = select.poll()
+            p.register(s, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+            deadline = time.time() + 120
+            corr = 0
+            while time.time() < deadline and not STOP.is_set():
+                corr += 1
+                with contextlib.suppress(BlockingIOError):
+                    s.send(fetch_frame(topic, corr, 64 * MIB))
+                if p.poll(500):
+                    count("stalled_closed_by_broker")
+                    return
+            if not STOP.is_set():
+                raise RuntimeError("a stalled consumer was not closed within 120 s")
+    return loop("stalled_consumer", body, pause=5.0)
+
+
+GARBAGE_21 = bytes.fromhex("000000110003000100000001000372656c7fffffff")
+
+
+def garbage(port):
+    rnd = random.Random(7)
+
+    def body():
+        kind = rnd.randrange(5)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            if kind == 0:
+                s.sendall(os.urandom(rnd.randrange(1, 4096)))
+            elif kind == 1:
+                s.sendall(GARBAGE_21)
+            elif kind == 2:
+                s.sendall(struct.pack(">i", rnd.choice([-1, 0, 5, 0x7FFFFFFF, 200 * MIB])))
+            elif kind == 3:
+                # A valid header (known api key and version) with a random body.
+                api, ver = rnd.choice([(0, 9), (1, 11), (2, 7), (3, 12), (3, 1), (8, 8), (9, 8),
+                                       (11, 7), (14, 5), (19, 7), (32, 4), (60, 1)])
+                s.sendall(kwire.request_frame(api, ver, 1, os.urandom(rnd.randrange(0, 300))))
+            else:
+                # Announce 50 MB and dribble a little of it.
+                s.sendall(struct.pack(">i", 50_000_000))
+                for _ in range(5):
+                    s.sendall(os.urandom(1000))
+                    time.sleep(0.2)
+            with contextlib.suppress(OSError):
+                s.settimeout(2)
+                s.recv(65536)
+        count("garbage_conns")
+    return loop("garbage", body, pause=0.2)
+
+
+def idle_connections(port, n, keep):
+    for _ in range(n):
+        with contextlib.suppress(OSError):
+            keep.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+
+
+# --- the run -------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=360)
+    ap.add_argument("--kelp", default=os.environ.get("KELP_BIN", os.path.join(ROOT, "target/release/kelp")))
+    ap.add_argument("--jars", default=os.path.expanduser("~/.cache/kelp/jars/kafka"))
+    ap.add_argument("--cores", default=None, help="--cores for Kelp (default: all)")
+    ap.add_argument("--storage", default="local")
+    ap.add_argument("--rate", type=int, default=10000, help="records/s of each producer")
+    ap.add_argument("--cache-mib", type=int, default=128)
+    ap.add_argument("--request-mib", type=int, default=128)
+    ap.add_argument("--fetch-max-mib", type=int, default=16)
+    ap.add_argument("--idle", type=int, default=500)
+    ap.add_argument("--out", default=None, help="directory for samples.csv and logs")
+    a = ap.parse_args()
+
+    out = a.out or tempfile.mkdtemp(prefix="kelp-soak-")
+    os.makedirs(out, exist_ok=True)
+    data = tempfile.mkdtemp(prefix="kelp-soak-data-")
+    port, mport = free_port(), free_port()
+    args = [a.kelp, "--listen", f"127.0.0.1:{port}", "--advertised-host", "127.0.0.1",
+            "--storage", a.storage, "--data-dir", data, "--metrics-addr", f"127.0.0.1:{mport}",
+            "--cache-bytes-per-core", str(a.cache_mib * MIB),
+            "--queued-max-request-bytes", str(a.request_mib * MIB),
+            "--max-request-bytes", str(min(100, a.request_mib - 1) * MIB),
+            "--fetch-max-bytes", str(a.fetch_max_mib * MIB),
+            "--write-timeout-ms", "10000", "--default-partitions", "8",
+            "--group-initial-rebalance-delay-ms", "500"]
+    if a.cores:
+        args += ["--cores", a.cores]
+    log = open(os.path.join(out, "kelp.log"), "ab")
+    proc = subprocess.Popen(args, stdout=log, stderr=log)
+    try:
+        return run(a, proc, port, mport, out)
+    finally:
+        STOP.set()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        subprocess.run(["rm", "-rf", data])
+
+
+def run(a, proc, port, mport, out):
+    bs = f"127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            print(f"soak: kelp exited at start ({proc.returncode})")
+            return 1
+        with contextlib.suppress(Exception):
+            if kwire.api_versions(bs, 0)["error_code"] == 0:
+                break
+        time.sleep(0.1)
+    cores = len(scrape(mport).get("kelp_cache_bytes", [])) or 1
+    # The memory model (README "Memory"): fixed overhead + cache budget of every core +
+    # the request budget + per-connection overhead + fetch responses read from the log (each
+    # fetching connection holds at most --fetch-max-bytes per core).
+    fetchers = 3 + 1 + 1  # group consumers, slow, stalled
+    conns_budget = 2000 * 16 / 1024
+    model = (160 + cores * a.cache_mib + a.request_mib + fetchers * cores * a.fetch_max_mib
+             + conns_budget)
+    print(f"soak: kelp pid {proc.pid} on {cores} cores, {a.seconds} s, model {model:.0f} MiB "
+          f"(160 fixed + {cores} x {a.cache_mib} cache + {a.request_mib} requests + "
+          f"{fetchers} fetchers x {cores} x {a.fetch_max_mib} + {conns_budget:.0f} conns), "
+          f"out {out}", flush=True)
+
+    topic, group = "soak-all", "soak-group"
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bs})
+    for t in (topic, "soak-one"):
+        admin.create_topics([NewTopic(t, 8, 1)])[t].result(15)
+    logs = os.path.join(out, "clients")
+    os.makedirs(logs, exist_ok=True)
+    keep = []
+    idle_connections(port, a.idle, keep)
+    java_producer(bs, a.jars, topic, "all", a.rate, logs)
+    java_producer(bs, a.jars, "soak-one", "1", a.rate, logs)
+    for i in range(3):
+        group_consumer(bs, topic, group, i)
+    admin_calls(bs)
+    slow_consumer(port, "soak-one")
+    stalled_consumer(port, "soak-one")
+    garbage(port)
+
+    t0 = time.time()
+    samples = open(os.path.join(out, "samples.csv"), "w")
+    samples.write("t_s,rss_mib,cache_mib_per_core,request_mib,connections\n")
+    worst = {"rss": 0.0, "cache": 0.0, "request": 0.0}
+    failure = None
+    while time.time() - t0 < a.seconds:
+        time.sleep(5)
+        if proc.poll() is not None:
+            failure = f"kelp exited with {proc.returncode} after {time.time() - t0:.0f} s"
+            break
+        rss = rss_mib(proc.pid)
+        try:
+            m = scrape(mport)
+        except Exception as e:  # noqa: BLE001
+            failure = f"/metrics unreachable: {e!r}"
+            break
+        cache = [v / MIB for v in m.get("kelp_cache_bytes", [0])]
+        req = sum(m.get("kelp_request_memory_bytes", [0])) / MIB
+        conns = sum(m.get("kelp_connections", [0]))
+        worst["rss"] = max(worst["rss"], rss)
+        worst["cache"] = max(worst["cache"], max(cache))
+        worst["request"] = max(worst["request"], req)
+        el = time.time() - t0
+        samples.write(f"{el:.0f},{rss:.1f},{'/'.join(f'{c:.1f}' for c in cache)},{req:.1f},{conns:.0f}\n")
+        samples.flush()
+        print(f"soak: t={el:5.0f}s rss={rss:7.1f} MiB cache/core={[round(c, 1) for c in cache]} "
+              f"requests={req:6.1f} MiB conns={conns:.0f}", flush=True)
+        if rss > model:
+            failure = f"RSS {rss:.0f} MiB above the model's {model:.0f} MiB"
+            break
+        if max(cache) > a.cache_mib:
+            failure = f"cache {max(cache):.1f} MiB above its budget {a.cache_mib} MiB"
+            break
+        if req > a.request_mib:
+            failure = f"request memory {req:.1f} MiB above its budget {a.request_mib} MiB"
+            break
+    STOP.set()
+    elapsed = time.time() - t0
+    for s in keep:
+        s.close()
+    alive = proc.poll() is None and kwire.api_versions(bs, 0)["error_code"] == 0
+    if not alive and failure is None:
+        failure = "kelp stopped answering at the end"
+    with COUNTS_LOCK:
+        counts = dict(sorted(COUNTS.items()))
+    summary = {"seconds": round(elapsed), "cores": cores, "max_rss_mib": round(worst["rss"], 1),
+               "model_mib": round(model), "max_cache_mib_per_core": round(worst["cache"], 1),
+               "cache_budget_mib": a.cache_mib, "max_request_mib": round(worst["request"], 1),
+               "request_budget_mib": a.request_mib, "counts": counts,
+               "result": "FAIL: " + failure if failure else "ok"}
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print("soak: summary " + json.dumps(summary), flush=True)
+    # Load that never ran would make a green soak meaningless.
+    for need in ("produce_acksall_runs", "produce_acks1_runs", "consumed", "admin_rounds",
+                 "slow_fetches", "stalled_closed_by_broker", "garbage_conns"):
+        if elapsed > 120 and counts.get(need, 0) == 0 and failure is None:
+            failure = f"no {need} during the run"
+            print(f"soak: FAIL: {failure}")
+    if failure:
+        print(f"soak: FAIL: {failure}")
+        with open(os.path.join(out, "kelp.log"), "rb") as f:
+            print(f.read()[-4000:].decode(errors="replace"))
+        return 1
+    print("soak: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
