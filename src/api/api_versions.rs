@@ -1,6 +1,5 @@
 //! ApiVersions (key 18): the supported-version table, and KIP-511's answer to unknown versions.
 
-use bytes::Bytes;
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
 use kafka_protocol::messages::ApiVersionsRequest;
 
@@ -41,8 +40,7 @@ fn valid_software_field(s: &str) -> bool {
 }
 
 /// Answers a supported ApiVersions request.
-pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: ApiVersionsRequest = ctx.decode(body)?;
+pub fn handle(ctx: &RequestContext, req: ApiVersionsRequest) -> Result<Response, ConnectionError> {
     let (name, version) = (
         req.client_software_name.as_str(),
         req.client_software_version.as_str(),

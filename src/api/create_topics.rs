@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use bytes::Bytes;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse,
 };
@@ -60,8 +59,10 @@ fn described_configs(meta: &TopicMeta) -> Vec<CreatableTopicConfigs> {
 }
 
 /// Handles a CreateTopics request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: CreateTopicsRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: CreateTopicsRequest,
+) -> Result<Response, ConnectionError> {
     let cluster = &ctx.shard.cluster;
     let mut resp = CreateTopicsResponse::default();
     for t in req.topics {

@@ -1,6 +1,5 @@
 //! DeleteGroups (key 42, v0-v2): deletes empty groups and their committed offsets.
 
-use bytes::Bytes;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
@@ -10,8 +9,10 @@ use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
 
 /// Handles a DeleteGroups request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: DeleteGroupsRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: DeleteGroupsRequest,
+) -> Result<Response, ConnectionError> {
     let mut results = Vec::with_capacity(req.groups_names.len());
     for gid in req.groups_names {
         let out = match ctx

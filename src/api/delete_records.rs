@@ -1,7 +1,6 @@
 //! DeleteRecords (key 21, v0-v2): moves partitions' log start offsets forward (offset -1 means
 //! the high watermark); whole segments below it are deleted by the owning shard.
 
-use bytes::Bytes;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsResponse, DeleteRecordsTopicResult,
 };
@@ -13,8 +12,10 @@ use crate::protocol::Response;
 use crate::shard::ops::DeleteRecordsItem;
 
 /// Handles a DeleteRecords request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: DeleteRecordsRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: DeleteRecordsRequest,
+) -> Result<Response, ConnectionError> {
     let items = req
         .topics
         .iter()

@@ -1,6 +1,5 @@
 //! DeleteTopics (key 20, v1-v6): by name, or by topic id from v6.
 
-use bytes::Bytes;
 use kafka_protocol::messages::delete_topics_response::{
     DeletableTopicResult, DeleteTopicsResponse,
 };
@@ -11,8 +10,10 @@ use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
 /// Handles a DeleteTopics request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: DeleteTopicsRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: DeleteTopicsRequest,
+) -> Result<Response, ConnectionError> {
     let cluster = ctx.shard.cluster.clone();
     // v6 names topics by name or id; earlier versions by name only.
     let targets: Vec<(Option<String>, uuid::Uuid)> = if ctx.header.api_version >= 6 {

@@ -1,7 +1,6 @@
 //! DescribeCluster (key 60, v0-v1): the advertised nodes (one, or one per shard with
 //! `--advertise-shards`); the first is the controller.
 
-use bytes::Bytes;
 use kafka_protocol::messages::describe_cluster_response::{
     DescribeClusterBroker, DescribeClusterResponse,
 };
@@ -12,8 +11,10 @@ use crate::error::{code, ConnectionError};
 use crate::protocol::Response;
 
 /// Handles a DescribeCluster request.
-pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: DescribeClusterRequest = ctx.decode(body)?;
+pub fn handle(
+    ctx: &RequestContext,
+    req: DescribeClusterRequest,
+) -> Result<Response, ConnectionError> {
     let c = &ctx.shard.cluster;
     let mut resp = DescribeClusterResponse::default();
     resp.error_code = code::NONE;

@@ -1,7 +1,6 @@
 //! DescribeConfigs (key 32, v1-v4): topic configs (overrides and defaults) and a few broker
 //! configs clients and tools ask for.
 
-use bytes::Bytes;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult,
     DescribeConfigsSynonym,
@@ -72,8 +71,10 @@ fn broker_entries(ctx: &RequestContext) -> Vec<Entry> {
 }
 
 /// Handles a DescribeConfigs request.
-pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: DescribeConfigsRequest = ctx.decode(body)?;
+pub fn handle(
+    ctx: &RequestContext,
+    req: DescribeConfigsRequest,
+) -> Result<Response, ConnectionError> {
     let mut resp = DescribeConfigsResponse::default();
     for res in req.resources {
         let entries: Result<Vec<Entry>, KelpError> = match res.resource_type {

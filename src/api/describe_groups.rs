@@ -1,7 +1,6 @@
 //! DescribeGroups (key 15, v0-v5): state, protocol and members of each group, asked of each
 //! group's coordinator shard.
 
-use bytes::Bytes;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
@@ -11,8 +10,10 @@ use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
 
 /// Handles a DescribeGroups request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: DescribeGroupsRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: DescribeGroupsRequest,
+) -> Result<Response, ConnectionError> {
     let mut groups = Vec::with_capacity(req.groups.len());
     for gid in req.groups {
         let name = gid.0.to_string();

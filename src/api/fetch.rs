@@ -3,7 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use kafka_protocol::messages::FetchRequest;
 
 use super::RequestContext;
@@ -16,8 +15,7 @@ use crate::shard::ops::{ReadItem, WaitItem};
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 
 /// Handles a Fetch request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: FetchRequest = ctx.decode(body)?;
+pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Result<Response, ConnectionError> {
     let v = ctx.header.api_version;
     let snapshot = ctx.shard.cluster.snapshot();
 

@@ -3,7 +3,6 @@
 //! (`shard/`); with `--advertise-shards` the answer names the owning shard's own node, so
 //! the group's requests arrive on its core.
 
-use bytes::Bytes;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
@@ -27,8 +26,10 @@ fn check_key(key: &str, key_type: i8) -> Result<(), KelpError> {
 }
 
 /// Handles a FindCoordinator request.
-pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: FindCoordinatorRequest = ctx.decode(body)?;
+pub fn handle(
+    ctx: &RequestContext,
+    req: FindCoordinatorRequest,
+) -> Result<Response, ConnectionError> {
     let cluster = &ctx.shard.cluster;
     let mut resp = FindCoordinatorResponse::default();
     if ctx.header.api_version >= 4 {

@@ -1,6 +1,5 @@
 //! Heartbeat (key 12, v0-v4): keeps a member's session alive and tells it about rebalances.
 
-use bytes::Bytes;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::{code_of, encoded, RequestContext};
@@ -10,8 +9,10 @@ use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
 
 /// Handles a Heartbeat request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: HeartbeatRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: HeartbeatRequest,
+) -> Result<Response, ConnectionError> {
     let hb = messages::HeartbeatRequest {
         member_id: req.member_id.to_string(),
         instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),

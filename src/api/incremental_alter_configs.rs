@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use bytes::Bytes;
 use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_response::{
     AlterConfigsResourceResponse, IncrementalAlterConfigsResponse,
@@ -84,8 +83,10 @@ fn apply(
 }
 
 /// Handles an IncrementalAlterConfigs request.
-pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: IncrementalAlterConfigsRequest = ctx.decode(body)?;
+pub fn handle(
+    ctx: &RequestContext,
+    req: IncrementalAlterConfigsRequest,
+) -> Result<Response, ConnectionError> {
     let cluster = &ctx.shard.cluster;
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in &req.resources {

@@ -2,7 +2,6 @@
 //! happen per partition on the owning shard (`partition::producer_state`); transactions are
 //! not implemented.
 
-use bytes::Bytes;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::{encoded, RequestContext};
@@ -10,8 +9,10 @@ use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
 /// Handles an InitProducerId request.
-pub fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: InitProducerIdRequest = ctx.decode(body)?;
+pub fn handle(
+    ctx: &RequestContext,
+    req: InitProducerIdRequest,
+) -> Result<Response, ConnectionError> {
     let mut resp = InitProducerIdResponse::default();
     if req.transactional_id.is_some() {
         resp.error_code = KelpError::TransactionsUnsupported.code();

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
@@ -14,8 +13,10 @@ use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
 
 /// Handles a JoinGroup request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: JoinGroupRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: JoinGroupRequest,
+) -> Result<Response, ConnectionError> {
     let v = ctx.header.api_version;
     let group = req.group_id.0.to_string();
     // v0 has no rebalance timeout: Kafka uses the session timeout for both.

@@ -1,7 +1,6 @@
 //! LeaveGroup (key 13, v0-v5): members leave (v3+: several at once, by instance id too) and
 //! the rest of the group rebalances.
 
-use bytes::Bytes;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
@@ -12,8 +11,10 @@ use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
 
 /// Handles a LeaveGroup request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: LeaveGroupRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: LeaveGroupRequest,
+) -> Result<Response, ConnectionError> {
     let batched = ctx.header.api_version >= 3;
     let leaving: Vec<LeavingMember> = if batched {
         req.members

@@ -1,7 +1,6 @@
 //! ListGroups (key 16, v0-v5): the groups of every shard, filtered by state (v4+) and type
 //! (v5+; every Kelp group is "classic").
 
-use bytes::Bytes;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
@@ -11,8 +10,10 @@ use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
 
 /// Handles a ListGroups request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: ListGroupsRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: ListGroupsRequest,
+) -> Result<Response, ConnectionError> {
     let mut resp = ListGroupsResponse::default();
     resp.error_code = code::NONE;
     let type_ok = req.types_filter.is_empty()

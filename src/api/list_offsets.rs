@@ -1,6 +1,5 @@
 //! ListOffsets (key 2, v1-v8): earliest, latest, max timestamp and by-timestamp lookups.
 
-use bytes::Bytes;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse,
 };
@@ -12,8 +11,10 @@ use crate::protocol::Response;
 use crate::shard::ops::OffsetsItem;
 
 /// Handles a ListOffsets request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: ListOffsetsRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: ListOffsetsRequest,
+) -> Result<Response, ConnectionError> {
     let mut items = Vec::new();
     for t in &req.topics {
         for p in &t.partitions {

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -47,8 +46,10 @@ fn error_entry(name: Option<&str>, id: uuid::Uuid, err: &KelpError) -> MetadataR
 }
 
 /// Handles a Metadata request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: MetadataRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: MetadataRequest,
+) -> Result<Response, ConnectionError> {
     let v = ctx.header.api_version;
     let cluster = &ctx.shard.cluster;
     let nodes = &cluster.nodes;

@@ -30,12 +30,13 @@ pub mod sync_group;
 use std::cell::Cell;
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use futures::channel::oneshot;
 use kafka_protocol::messages::TopicName;
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::error::{ConnectionError, KelpError};
+use crate::protocol::request::{self, Request};
 use crate::protocol::versions::key;
 use crate::protocol::{RequestHeader, Response};
 use crate::shard::Shard;
@@ -69,18 +70,6 @@ impl RequestContext {
         };
         format!("/{}", ip.trim_start_matches('[').trim_end_matches(']'))
     }
-
-    /// Decodes a `kafka-protocol` request body; malformed bodies end the connection, as in Kafka.
-    pub fn decode<M: Decodable>(&self, body: Bytes) -> Result<M, ConnectionError> {
-        let mut b = body;
-        M::decode(&mut b, self.header.api_version).map_err(|e| {
-            ConnectionError::Malformed(format!(
-                "{} v{}: {e}",
-                self.header.support().name,
-                self.header.api_version
-            ))
-        })
-    }
 }
 
 /// Handles one request frame (header included). `Ok(None)`: no response is sent (acks=0).
@@ -92,54 +81,46 @@ pub async fn dispatch(
     mut frame: BytesMut,
     started: oneshot::Sender<()>,
 ) -> Result<Option<Response>, ConnectionError> {
-    let _ = frame.split_to(header.body_offset);
+    // The header was parsed by the connection; the body follows it.
+    let frame = frame.split_off(header.body_offset);
     let ctx = RequestContext {
         shard,
         header,
         peer,
         started: Cell::new(Some(started)),
     };
-    if !ctx.header.version_supported() {
-        if ctx.header.api_key == key::API_VERSIONS {
-            return api_versions::unsupported(&ctx).map(Some);
-        }
-        // Kafka closes the connection on versions it does not know.
-        return Err(ConnectionError::UnsupportedVersion(
-            ctx.header.api_key,
-            ctx.header.api_version,
-        ));
+    // KIP-511: an ApiVersions request of a version Kelp does not know is still answered.
+    if !ctx.header.version_supported() && ctx.header.api_key == key::API_VERSIONS {
+        return api_versions::unsupported(&ctx).map(Some);
     }
-    let resp: Result<Option<Response>, ConnectionError> = match ctx.header.api_key {
-        key::PRODUCE => produce::handle(&ctx, frame).await,
-        key::FETCH => fetch::handle(&ctx, frame.freeze()).await.map(Some),
-        key::LIST_OFFSETS => list_offsets::handle(&ctx, frame.freeze()).await.map(Some),
-        key::METADATA => metadata::handle(&ctx, frame.freeze()).await.map(Some),
-        key::API_VERSIONS => api_versions::handle(&ctx, frame.freeze()).map(Some),
-        key::CREATE_TOPICS => create_topics::handle(&ctx, frame.freeze()).await.map(Some),
-        key::DELETE_TOPICS => delete_topics::handle(&ctx, frame.freeze()).await.map(Some),
-        key::INIT_PRODUCER_ID => init_producer_id::handle(&ctx, frame.freeze()).map(Some),
-        key::DESCRIBE_CONFIGS => describe_configs::handle(&ctx, frame.freeze()).map(Some),
-        key::DESCRIBE_CLUSTER => describe_cluster::handle(&ctx, frame.freeze()).map(Some),
-        key::DELETE_RECORDS => delete_records::handle(&ctx, frame.freeze()).await.map(Some),
-        key::INCREMENTAL_ALTER_CONFIGS => {
-            incremental_alter_configs::handle(&ctx, frame.freeze()).map(Some)
-        }
-        key::FIND_COORDINATOR => find_coordinator::handle(&ctx, frame.freeze()).map(Some),
-        key::JOIN_GROUP => join_group::handle(&ctx, frame.freeze()).await.map(Some),
-        key::SYNC_GROUP => sync_group::handle(&ctx, frame.freeze()).await.map(Some),
-        key::HEARTBEAT => heartbeat::handle(&ctx, frame.freeze()).await.map(Some),
-        key::LEAVE_GROUP => leave_group::handle(&ctx, frame.freeze()).await.map(Some),
-        key::DESCRIBE_GROUPS => describe_groups::handle(&ctx, frame.freeze())
-            .await
-            .map(Some),
-        key::LIST_GROUPS => list_groups::handle(&ctx, frame.freeze()).await.map(Some),
-        key::DELETE_GROUPS => delete_groups::handle(&ctx, frame.freeze()).await.map(Some),
-        key::OFFSET_COMMIT => offset_commit::handle(&ctx, frame.freeze()).await.map(Some),
-        key::OFFSET_FETCH => offset_fetch::handle(&ctx, frame.freeze()).await.map(Some),
-        key::OFFSET_DELETE => offset_delete::handle(&ctx, frame.freeze()).await.map(Some),
-        other => Err(ConnectionError::UnknownApiKey(other)),
-    };
-    resp
+    // The version check, shape check and decode every request shares with the fuzz target;
+    // Kafka closes the connection on versions it does not know and on malformed bodies.
+    let req = request::decode_body(&ctx.header, frame)?;
+    match req {
+        Request::Produce(r) => produce::handle(&ctx, r).await,
+        Request::Fetch(r) => fetch::handle(&ctx, r).await.map(Some),
+        Request::ListOffsets(r) => list_offsets::handle(&ctx, r).await.map(Some),
+        Request::Metadata(r) => metadata::handle(&ctx, r).await.map(Some),
+        Request::ApiVersions(r) => api_versions::handle(&ctx, r).map(Some),
+        Request::CreateTopics(r) => create_topics::handle(&ctx, r).await.map(Some),
+        Request::DeleteTopics(r) => delete_topics::handle(&ctx, r).await.map(Some),
+        Request::InitProducerId(r) => init_producer_id::handle(&ctx, r).map(Some),
+        Request::DescribeConfigs(r) => describe_configs::handle(&ctx, r).map(Some),
+        Request::DescribeCluster(r) => describe_cluster::handle(&ctx, r).map(Some),
+        Request::DeleteRecords(r) => delete_records::handle(&ctx, r).await.map(Some),
+        Request::IncrementalAlterConfigs(r) => incremental_alter_configs::handle(&ctx, r).map(Some),
+        Request::FindCoordinator(r) => find_coordinator::handle(&ctx, r).map(Some),
+        Request::JoinGroup(r) => join_group::handle(&ctx, r).await.map(Some),
+        Request::SyncGroup(r) => sync_group::handle(&ctx, r).await.map(Some),
+        Request::Heartbeat(r) => heartbeat::handle(&ctx, r).await.map(Some),
+        Request::LeaveGroup(r) => leave_group::handle(&ctx, r).await.map(Some),
+        Request::DescribeGroups(r) => describe_groups::handle(&ctx, r).await.map(Some),
+        Request::ListGroups(r) => list_groups::handle(&ctx, r).await.map(Some),
+        Request::DeleteGroups(r) => delete_groups::handle(&ctx, r).await.map(Some),
+        Request::OffsetCommit(r) => offset_commit::handle(&ctx, r).await.map(Some),
+        Request::OffsetFetch(r) => offset_fetch::handle(&ctx, r).await.map(Some),
+        Request::OffsetDelete(r) => offset_delete::handle(&ctx, r).await.map(Some),
+    }
 }
 
 /// Maps an encoding failure of our own response (a bug, not bad input) to a connection error.

@@ -3,7 +3,6 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -22,8 +21,10 @@ fn now_ms() -> i64 {
 }
 
 /// Handles an OffsetCommit request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: OffsetCommitRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: OffsetCommitRequest,
+) -> Result<Response, ConnectionError> {
     let ts = now_ms();
     // (topic index, partition, early error) in request order; valid ones go to the coordinator.
     let mut slots: Vec<(usize, i32, Option<KelpError>)> = Vec::new();

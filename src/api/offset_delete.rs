@@ -1,7 +1,6 @@
 //! OffsetDelete (key 47, v0): removes committed offsets of partitions the group no longer
 //! consumes.
 
-use bytes::Bytes;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
@@ -13,8 +12,10 @@ use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
 
 /// Handles an OffsetDelete request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: OffsetDeleteRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: OffsetDeleteRequest,
+) -> Result<Response, ConnectionError> {
     let parts: Vec<(String, i32)> = req
         .topics
         .iter()

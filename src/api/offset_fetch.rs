@@ -1,7 +1,6 @@
 //! OffsetFetch (key 9, v1-v9): committed offsets of one group (v1-v7) or several (v8+), each
 //! read on its coordinator shard. A null topic list (v2+) asks for every committed partition.
 
-use bytes::Bytes;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -55,8 +54,10 @@ fn fields(o: Option<CommittedOffset>) -> (i64, i32, String) {
 }
 
 /// Handles an OffsetFetch request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: OffsetFetchRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: OffsetFetchRequest,
+) -> Result<Response, ConnectionError> {
     let mut resp = OffsetFetchResponse::default();
     if ctx.header.api_version >= 8 {
         for g in req.groups {

@@ -2,24 +2,22 @@
 //! owning shards, answer by acks. Once the appends are queued the connection may go on to
 //! its next request, so pipelined produces share one fdatasync (group commit).
 
-use bytes::BytesMut;
 use kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
 
 use super::{encoded, topic_name, RequestContext};
 use crate::error::{code, ConnectionError, KelpError};
-use crate::protocol::{produce_request, Response};
+use crate::protocol::produce_request::ProduceRequest;
+use crate::protocol::Response;
 use crate::record::ValidatedBatches;
 use crate::shard::ops::ProduceItem;
 
 /// Handles a Produce request; acks=0 requests get no response.
 pub async fn handle(
     ctx: &RequestContext,
-    body: BytesMut,
+    req: ProduceRequest,
 ) -> Result<Option<Response>, ConnectionError> {
-    let req = produce_request::decode(body, ctx.header.api_version)
-        .map_err(|e| ConnectionError::Malformed(format!("Produce: {e}")))?;
     let request_error = if !matches!(req.acks, -1..=1) {
         Some(KelpError::InvalidRequiredAcks(req.acks))
     } else if req.transactional_id.is_some() {

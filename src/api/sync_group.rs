@@ -1,7 +1,6 @@
 //! SyncGroup (key 14, v0-v5): the leader hands in the assignment; every member waits for its
 //! share on the coordinator shard.
 
-use bytes::Bytes;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
 use super::{encoded, sb, RequestContext};
@@ -11,8 +10,10 @@ use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
 
 /// Handles a SyncGroup request.
-pub async fn handle(ctx: &RequestContext, body: Bytes) -> Result<Response, ConnectionError> {
-    let req: SyncGroupRequest = ctx.decode(body)?;
+pub async fn handle(
+    ctx: &RequestContext,
+    req: SyncGroupRequest,
+) -> Result<Response, ConnectionError> {
     let sr = SyncRequest {
         member_id: req.member_id.to_string(),
         instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),

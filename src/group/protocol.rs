@@ -5,6 +5,7 @@ use kafka_protocol::messages::ConsumerProtocolSubscription;
 use kafka_protocol::protocol::Decodable;
 
 use super::member::Member;
+use crate::protocol::shape::CONSUMER_PROTOCOL_SUBSCRIPTION;
 
 /// The protocol every member supports that most members prefer: each member votes for the
 /// first protocol in its own list that all members support. Ties go to the protocol the
@@ -45,6 +46,8 @@ pub fn subscribed_topics(metadata: &Bytes) -> Option<Vec<String>> {
     let mut b = metadata.slice(2..);
     // Versions newer than the codec knows still start with the fields it knows.
     let v = version.clamp(0, 3);
+    // The metadata comes from a client: its shape is checked before the crate allocates by it.
+    CONSUMER_PROTOCOL_SUBSCRIPTION.check(v, &b).ok()?;
     let sub = ConsumerProtocolSubscription::decode(&mut b, v).ok()?;
     Some(sub.topics.into_iter().map(|t| t.to_string()).collect())
 }

@@ -8,7 +8,9 @@ pub mod fetch_response;
 pub mod frame;
 pub mod header;
 pub mod produce_request;
+pub mod request;
 pub mod response;
+pub mod shape;
 pub mod versions;
 pub mod wire;
 

@@ -35,17 +35,20 @@ pub struct ProduceRequest {
 /// Decodes a Produce request body (the frame after the request header).
 pub fn decode(mut body: BytesMut, version: i16) -> Result<ProduceRequest, WireError> {
     let flex = version >= 9;
+    // Smallest encodings of a topic (name, partition count, tags) and of a partition (index,
+    // records length, tags): counts are checked against them before anything is allocated.
+    let (min_topic, min_partition) = if flex { (3, 6) } else { (6, 8) };
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     let (transactional_id, acks, timeout_ms, mut shape) = {
         let mut r = Reader::new(&body);
         let transactional_id = r.nullable_string(flex)?.map(str::to_owned);
         let acks = r.i16()?;
         let timeout_ms = r.i32()?;
-        let n_topics = r.array_len(flex)?;
+        let n_topics = r.array_len(flex, min_topic)?;
         let mut shape = Vec::with_capacity(n_topics);
         for _ in 0..n_topics {
             let name = r.string(flex)?.to_owned();
-            let n_parts = r.array_len(flex)?;
+            let n_parts = r.array_len(flex, min_partition)?;
             let mut parts = Vec::with_capacity(n_parts);
             for _ in 0..n_parts {
                 let index = r.i32()?;
@@ -156,18 +159,28 @@ mod tests {
 
     #[test]
     fn rejects_truncation_and_absurd_counts() {
-        let full = generic(9);
-        for cut in [1, 5, full.len() / 2, full.len() - 1] {
-            assert!(
-                decode(BytesMut::from(&full[..cut]), 9).is_err(),
-                "cut {cut}"
-            );
+        for v in 3..=11 {
+            let full = generic(v);
+            for cut in 0..full.len() {
+                assert!(
+                    decode(BytesMut::from(&full[..cut]), v).is_err(),
+                    "v{v} cut {cut}"
+                );
+            }
         }
         let mut b = BytesMut::new();
         b.put_i16(-1);
         b.put_i16(1);
         b.put_i32(0);
         b.put_i32(i32::MAX);
+        assert!(decode(b, 3).is_err());
+        // One topic announced in 5 bytes: a topic takes 6 at least (name length, count).
+        let mut b = BytesMut::new();
+        b.put_i16(-1);
+        b.put_i16(1);
+        b.put_i32(0);
+        b.put_i32(1);
+        b.put_slice(&[0, 0, 0, 0, 0]);
         assert!(decode(b, 3).is_err());
     }
 }

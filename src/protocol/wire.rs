@@ -124,14 +124,15 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Length of a non-nullable array (classic int32 or compact); null or negative is an
-    /// error, as in Kafka's generated readers.
-    pub fn array_len(&mut self, compact: bool) -> Result<usize, WireError> {
+    /// Length of a non-nullable array (classic int32 or compact) whose elements take at least
+    /// `min_elem` bytes each; null or negative is an error, as in Kafka's generated readers.
+    /// A count whose elements cannot fit in the bytes left is refused, so callers may allocate
+    /// by it: the allocation is then bounded by the input's size.
+    pub fn array_len(&mut self, compact: bool, min_elem: usize) -> Result<usize, WireError> {
         let n = self
             .len_prefix(compact, true)?
             .ok_or(WireError("null array"))?;
-        // Every element takes at least one byte; rejects absurd counts before allocating.
-        if n > self.remaining() {
+        if n.saturating_mul(min_elem.max(1)) > self.remaining() {
             return Err(WireError("array length"));
         }
         Ok(n)
@@ -210,15 +211,23 @@ mod tests {
         assert_eq!(r.string(true).unwrap(), "topic");
         assert_eq!(r.string(false).unwrap(), "t2");
         assert!(Reader::new(&[0x7f, 0xff, 0xff, 0xff])
-            .array_len(false)
+            .array_len(false, 1)
             .is_err());
         assert!(Reader::new(&[0xff, 0xff, 0xff, 0xfb])
-            .array_len(false)
+            .array_len(false, 1)
             .is_err());
         assert!(
-            Reader::new(&[0]).array_len(true).is_err(),
+            Reader::new(&[0]).array_len(true, 1).is_err(),
             "null compact array"
         );
-        assert_eq!(Reader::new(&[0, 0, 0, 0]).array_len(false).unwrap(), 0);
+        assert_eq!(Reader::new(&[0, 0, 0, 0]).array_len(false, 4).unwrap(), 0);
+        // Two elements of at least 3 bytes do not fit in 5 bytes; they do in 6.
+        assert!(Reader::new(&[3, 0, 0, 0, 0, 0]).array_len(true, 3).is_err());
+        assert_eq!(
+            Reader::new(&[3, 0, 0, 0, 0, 0, 0])
+                .array_len(true, 3)
+                .unwrap(),
+            2
+        );
     }
 }

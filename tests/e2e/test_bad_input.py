@@ -254,6 +254,115 @@ def test_malformed_body_closes(bootstrap, api_key, version, body):
     assert_alive(bootstrap)
 
 
+# Issue 13 ("any client can kill it with 21 bytes"): array counts far beyond the frame, in every
+# request decoded by the generic codec. The codec sizes a Vec by the count before reading the
+# elements, so each of these used to abort the broker ("memory allocation of N bytes failed").
+# Kafka refuses such a body (count above the bytes left) and closes the connection; so must Kelp,
+# and stay up. Each body is the request's fields up to the oversized count, nothing after it.
+HUGE = 0x7FFFFFFF
+OFFSET_FETCH, JOIN_GROUP, SYNC_GROUP, DESCRIBE_CONFIGS = 9, 11, 14, 32
+NO_TAGS = kwire.uvarint(0)
+OVERSIZED_COUNTS = [
+    # (id, api key, version, request header version, body)
+    ("metadata-v12-topics", METADATA, 12, 2, kwire.uvarint(HUGE + 1)),
+    ("create-topics-v4-topics", CREATE_TOPICS, 4, 1, kwire.i32(HUGE)),
+    ("create-topics-v4-assignments", CREATE_TOPICS, 4, 1,
+     kwire.i32(1) + kwire.string("t") + kwire.i32(-1) + kwire.i16(-1) + kwire.i32(HUGE)),
+    ("offset-fetch-v1-topics", OFFSET_FETCH, 1, 1, kwire.string("g") + kwire.i32(HUGE)),
+    ("offset-fetch-v1-partitions", OFFSET_FETCH, 1, 1,
+     kwire.string("g") + kwire.i32(1) + kwire.string("t") + kwire.i32(HUGE)),
+    ("list-offsets-v1-topics", LIST_OFFSETS, 1, 1, kwire.i32(-1) + kwire.i32(HUGE)),
+    ("list-offsets-v7-partitions", LIST_OFFSETS, 7, 2,
+     kwire.i32(-1) + kwire.i8(0) + kwire.uvarint(2) + kwire.compact_string("t") + kwire.uvarint(HUGE)),
+    ("fetch-v4-topics", kwire.FETCH, 4, 1,
+     kwire.i32(-1) + kwire.i32(500) + kwire.i32(1) + kwire.i32(1 << 20) + kwire.i8(0) + kwire.i32(HUGE)),
+    ("fetch-v12-partitions", kwire.FETCH, 12, 2,
+     kwire.i32(-1) + kwire.i32(500) + kwire.i32(1) + kwire.i32(1 << 20) + kwire.i8(0) + kwire.i32(0)
+     + kwire.i32(-1) + kwire.uvarint(2) + kwire.compact_string("t") + kwire.uvarint(HUGE)),
+    ("join-group-v5-protocols", JOIN_GROUP, 5, 1,
+     kwire.string("g") + kwire.i32(10000) + kwire.i32(10000) + kwire.string("") + kwire.string(None)
+     + kwire.string("consumer") + kwire.i32(HUGE)),
+    ("join-group-v6-protocols", JOIN_GROUP, 6, 2,
+     kwire.compact_string("g") + kwire.i32(10000) + kwire.i32(10000) + kwire.compact_string("")
+     + kwire.compact_string(None) + kwire.compact_string("consumer") + kwire.uvarint(HUGE)),
+    ("sync-group-v3-assignments", SYNC_GROUP, 3, 1,
+     kwire.string("g") + kwire.i32(1) + kwire.string("m") + kwire.string(None) + kwire.i32(HUGE)),
+    ("describe-configs-v1-resources", DESCRIBE_CONFIGS, 1, 1, kwire.i32(HUGE)),
+    ("describe-configs-v1-keys", DESCRIBE_CONFIGS, 1, 1,
+     kwire.i32(1) + kwire.i8(2) + kwire.string("t") + kwire.i32(HUGE)),
+]
+
+
+def assert_metadata_answers(bootstrap: str) -> None:
+    """A fresh connection gets a Metadata v12 answer listing the brokers."""
+    with Conn(bootstrap, TIMEOUT) as c:
+        corr = c.send_request(METADATA, 12, kwire.compact_array([]) + kwire.boolean(False)
+                              + kwire.boolean(False) + NO_TAGS, header_version=2)
+        got, r = c.recv_response(METADATA, 12, expect_corr=corr, header_version=1)
+        assert got == corr
+        md = kwire.parse_metadata(r, 12)
+    assert md["brokers"], md
+
+
+def kelp_log_since(request, since: int | None) -> str | None:
+    """What the Kelp broker started by conftest logged since `since` (None: external broker)."""
+    if since is None:
+        return None
+    return request.getfixturevalue("broker").log_tail(since)
+
+
+def log_mark(request) -> int | None:
+    if os.environ.get("KELP_BOOTSTRAP"):
+        return None
+    return request.getfixturevalue("broker").log_size()
+
+
+def test_issue_13_metadata_v1_21_bytes(bootstrap, request):
+    # The exact frame of the issue: Metadata v1, client id "rel", topic count 0x7fffffff.
+    since = log_mark(request)
+    frame = bytes.fromhex("000000110003000100000001000372656c7fffffff")
+    assert len(frame) == 21
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send(frame)
+        assert_closed_silently(c, "issue 13 frame")
+    assert_alive(bootstrap)
+    assert_metadata_answers(bootstrap)
+    log = kelp_log_since(request, since)
+    if log is not None:
+        assert "malformed request: MetadataRequest v1" in log and "Topics" in log, log[-2000:]
+
+
+@pytest.mark.parametrize("api_key,version,header_version,body",
+                         [c[1:] for c in OVERSIZED_COUNTS], ids=[c[0] for c in OVERSIZED_COUNTS])
+def test_oversized_array_count_closes(bootstrap, request, api_key, version, header_version, body):
+    since = log_mark(request)
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send_request(api_key, version, body, header_version=header_version)
+        assert_closed_silently(c, f"api {api_key} v{version} with a count of {HUGE}")
+    assert_alive(bootstrap)
+    assert_metadata_answers(bootstrap)
+    log = kelp_log_since(request, since)
+    if log is not None:
+        assert "closing connection" in log and "array count past the end" in log, log[-2000:]
+
+
+def test_join_group_subscription_with_oversized_count(bootstrap):
+    # A well-formed JoinGroup whose consumer-protocol subscription (opaque bytes to Kafka) holds
+    # a topic count of 0x7fffffff. Kelp reads the subscription to learn the topics; it must
+    # not allocate by that count. Kafka treats the metadata as opaque: the join goes on.
+    subscription = kwire.i16(1) + kwire.i32(HUGE)
+    body = (kwire.string("kelp-bad-sub") + kwire.i32(10000) + kwire.i32(10000) + kwire.string("")
+            + kwire.string(None) + kwire.string("consumer") + kwire.i32(1) + kwire.string("range")
+            + kwire.nbytes(subscription))
+    with Conn(bootstrap, TIMEOUT) as c:
+        c.send_request(JOIN_GROUP, 5, body, header_version=1)
+        # The answer (MEMBER_ID_REQUIRED, or the join after the rebalance delay) may take a
+        # while; what matters is that the broker survives reading the subscription.
+        c.wait_closed(1.0)
+    assert_alive(bootstrap)
+    assert_metadata_answers(bootstrap)
+
+
 @pytest.mark.parametrize("version", [0, 3])
 def test_trailing_bytes_after_body_ignored(bootstrap, version):
     # Kafka parses the body it knows and ignores bytes after it: a normal answer, connection kept.
