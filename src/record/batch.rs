@@ -188,12 +188,20 @@ impl ValidatedBatches {
                 // rejects fewer records than the count ("premature EOF"), bytes after the
                 // last counted record ("records still remaining") and malformed records,
                 // all as InvalidRecordException: INVALID_RECORD. Offset deltas must be
-                // 0..count-1: Kafka would rewrite other inner offsets, Kelp never rewrites
-                // records, so it rejects them (INVALID_RECORD as well).
+                // 0..count-1, which is stricter than Kafka: 4.1.1 stores an uncompressed
+                // batch with deltas 0,1,1 or 5,6,7 as it is (and answers the same inside a
+                // gzip batch with UNKNOWN_SERVER_ERROR); Kelp refuses it with INVALID_RECORD,
+                // as such deltas give records offsets outside their batch or twice over.
                 walk::check_plain_records(&rest[..total], &h)
                     .map_err(|e| KelpError::InvalidRecord(e.why()))?;
             } else if h.compression() > 4 {
                 return Err(KelpError::InvalidRecord("unknown compression codec"));
+            } else if h.record_count as usize > walk::MAX_INFLATED_BYTES / walk::MIN_RECORD_BYTES {
+                // More records than the inflation cap can hold: no reader of Kelp's could
+                // ever walk it, and Kafka (which inflates) rejects such a lie as well.
+                return Err(KelpError::InvalidRecord(
+                    "record count larger than a compressed batch can hold",
+                ));
             }
             // Compressed batches pass through untouched (no inflation on the hot path): the
             // header checks above are all they get here, and every later reader walks them
@@ -250,8 +258,14 @@ impl ValidatedBatches {
 /// records disagree with its header (possible on disk, or from before Produce checked
 /// records) is skipped with a log line: it answers None, it never aborts the broker.
 pub fn first_offset_at_or_after(batch: &Bytes, ts: i64) -> Option<(i64, i64)> {
+    first_offset_at_or_after_within(batch, ts, walk::MAX_INFLATED_BYTES)
+}
+
+/// [`first_offset_at_or_after`] with the inflation capped at `cap` bytes (fuzzing uses a
+/// small cap so compression bombs stay cheap; the broker uses the default).
+pub fn first_offset_at_or_after_within(batch: &Bytes, ts: i64, cap: usize) -> Option<(i64, i64)> {
     let found = (|| {
-        let mut records = walk::Records::new(batch, walk::MAX_INFLATED_BYTES)?;
+        let mut records = walk::Records::new(batch, cap)?;
         let h = *records.header();
         let mut best: Option<(i64, i64)> = None;
         while let Some(r) = records.next_record()? {
@@ -393,11 +407,15 @@ pub(crate) mod tests {
             assert_eq!(code_of(&b), NONE, "codec {codec}");
             assert_eq!(code_of(&with_count(&b, i32::MAX, None)), INVALID_RECORD);
             assert_eq!(code_of(&with_count(&b, 0, Some(-1))), INVALID_RECORD);
-            // A consistent lie passes the hot path (no inflation) but every reader sees it
-            // as corrupt rather than sizing anything from it.
+            // A consistent claim of 2^31-1 records is more than the inflation cap can hold.
             let liar = with_count(&b, i32::MAX, Some(i32::MAX - 1));
-            assert_eq!(code_of(&liar), NONE);
+            assert_eq!(code_of(&liar), INVALID_RECORD);
             assert_eq!(first_offset_at_or_after(&liar, 0), None);
+            // A small consistent lie passes the hot path (no inflation), and every reader
+            // sees it as corrupt rather than sizing anything from it.
+            let small = with_count(&b, 5, Some(4));
+            assert_eq!(code_of(&small), NONE);
+            assert_eq!(first_offset_at_or_after(&small, 0), None);
         }
         let mut odd = encoded_batch(1, &[b"x"], 7).to_vec();
         odd[OFF_ATTRIBUTES + 1] = 6;

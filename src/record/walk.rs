@@ -23,6 +23,10 @@ use super::batch::{BatchHeader, BATCH_HEADER_LEN, LOG_OVERHEAD};
 /// inflates past this is a compression bomb or garbage, and is treated as corrupt.
 pub const MAX_INFLATED_BYTES: usize = 64 << 20;
 
+/// Fewest bytes one record takes: length, attributes, timestamp delta, offset delta, key
+/// length, value length and header count, one byte each.
+pub const MIN_RECORD_BYTES: usize = 7;
+
 /// Largest zstd window (log2) the decoder accepts: the window is allocated up front from the
 /// frame header, so an unchecked one would be an allocation chosen by the batch.
 const ZSTD_WINDOW_LOG_MAX: u32 = 25;
