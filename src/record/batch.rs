@@ -264,10 +264,10 @@ pub fn first_offset_at_or_after(batch: &Bytes, ts: i64) -> Option<(i64, i64)> {
 /// [`first_offset_at_or_after`] with the inflation capped at `cap` bytes (fuzzing uses a
 /// small cap so compression bombs stay cheap; the broker uses the default).
 pub fn first_offset_at_or_after_within(batch: &Bytes, ts: i64, cap: usize) -> Option<(i64, i64)> {
-    let found = (|| {
+    let result = (|| {
         let mut records = walk::Records::new(batch, cap)?;
         let h = *records.header();
-        let mut best: Option<(i64, i64)> = None;
+        let mut found = None;
         while let Some(r) = records.next_record()? {
             // LogAppendTime batches: every record has the broker's time, the max timestamp.
             let t = if h.attributes & 0x08 != 0 {
@@ -275,14 +275,17 @@ pub fn first_offset_at_or_after_within(batch: &Bytes, ts: i64, cap: usize) -> Op
             } else {
                 h.base_timestamp.wrapping_add(r.timestamp_delta)
             };
-            if t >= ts && best.is_none_or(|(_, bt)| t < bt) {
-                // Records are walked in offset order: the first one at a timestamp wins.
-                best = Some((h.base_offset.saturating_add(i64::from(r.offset_delta)), t));
+            // Kafka answers the first offset whose record reaches the timestamp, not the
+            // record with the smallest such timestamp (timestamps need not be ordered).
+            // The walk goes on to the end: a batch that turns out inconsistent is skipped
+            // whole, not half believed.
+            if t >= ts && found.is_none() {
+                found = Some((h.base_offset.saturating_add(i64::from(r.offset_delta)), t));
             }
         }
-        Ok::<_, walk::WalkError>(best)
+        Ok::<_, walk::WalkError>(found)
     })();
-    match found {
+    match result {
         Ok(f) => f,
         Err(e) => {
             let h = BatchHeader::parse(batch).ok();
@@ -439,5 +442,15 @@ pub(crate) mod tests {
         }
         let liar = with_count(&make_batch(1, 5), i32::MAX, Some(i32::MAX - 1));
         assert_eq!(first_offset_at_or_after(&liar, 0), None);
+        // Timestamps out of order (deltas 5, 1): the first offset reaching the timestamp
+        // wins, as in Kafka, not the smallest timestamp (found by the record_batch fuzzer).
+        let mut b = make_batch(2, 100).to_vec();
+        let first = BATCH_HEADER_LEN + 2;
+        assert_eq!(b[first], 0, "timestamp delta varint of record 0");
+        b[first] = 10;
+        let b = with_count(&b, 2, None);
+        assert_eq!(first_offset_at_or_after(&b, 0), Some((0, 105)));
+        assert_eq!(first_offset_at_or_after(&b, 101), Some((0, 105)));
+        assert_eq!(first_offset_at_or_after(&b, 106), None);
     }
 }
