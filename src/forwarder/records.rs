@@ -5,13 +5,16 @@
 //! encoded into one uncompressed v2 batch whose offsets are `start + i`. SeaweedMQ has no
 //! header field, so record headers do not survive into SeaweedMQ (as with the Go gateway);
 //! values stay raw bytes so other SeaweedMQ readers and the Go gateway see the same records.
-//! Runs on the forwarder thread; calls only `kafka-protocol`'s record codec.
+//! Runs on the forwarder thread; calls `record::walk` to read batches and `kafka-protocol`'s
+//! encoder to build them.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use kelp_storage_client::pb::messaging_pb::DataMessage;
+
+use crate::record::walk;
 
 /// A batch turned into SeaweedMQ messages.
 pub struct Decoded {
@@ -20,29 +23,29 @@ pub struct Decoded {
     pub had_headers: bool,
 }
 
-/// Decodes one Kafka record batch (decompressing it) into data messages, in offset order.
+/// Decodes one Kafka record batch (decompressing it, up to
+/// [`walk::MAX_INFLATED_BYTES`]) into data messages, in offset order. Records are walked one
+/// by one ([`walk::Records`]): a compressed batch whose header claims more records than it
+/// holds is an error here, never an allocation sized by the claim.
 pub fn decode_batch(batch: &Bytes) -> Result<Decoded, String> {
-    let mut buf = batch.clone();
-    let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
+    let mut records =
+        walk::Records::new(batch, walk::MAX_INFLATED_BYTES).map_err(|e| e.why().to_string())?;
     let mut had_headers = false;
     // SeaweedMQ is indexed by time: it names log files after their first record's ts_ns and
     // forces ts_ns to increase. Client timestamps (possibly old, out of order) confuse its
     // offset recovery after a partition reload, so records carry their arrival time, as the
     // Go gateway does; Kafka CreateTime survives only in Kelp's cache.
     let ts_ns = kelp_storage_client::broker::now_ns();
-    let messages = set
-        .records
-        .into_iter()
-        .map(|r| {
-            had_headers |= !r.headers.is_empty();
-            DataMessage {
-                key: r.key.unwrap_or_default(),
-                value: r.value.unwrap_or_default(),
-                ts_ns,
-                ctrl: None,
-            }
-        })
-        .collect();
+    let mut messages = Vec::new();
+    while let Some(r) = records.next_record().map_err(|e| e.why().to_string())? {
+        had_headers |= r.header_count > 0;
+        messages.push(DataMessage {
+            key: r.key.unwrap_or_default(),
+            value: r.value.unwrap_or_default(),
+            ts_ns,
+            ctrl: None,
+        });
+    }
     Ok(Decoded {
         messages,
         had_headers,

@@ -167,6 +167,17 @@ fn apply(mem: &InMemoryOffsetStore, r: Record) {
     }
 }
 
+/// The offsets an offsets file's contents hold, up to its first torn or corrupt record.
+/// Every length in the file is checked against the bytes that remain before it is used
+/// (public for the fuzz target: it is the whole parser of the file).
+pub fn replay(data: Bytes) -> InMemoryOffsetStore {
+    let mem = InMemoryOffsetStore::default();
+    for r in decode_all(data) {
+        apply(&mem, r);
+    }
+    mem
+}
+
 /// Offsets of one shard's groups, durable in its offsets file.
 pub struct DurableOffsetStore {
     mem: Rc<InMemoryOffsetStore>,
@@ -187,10 +198,7 @@ impl DurableOffsetStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Bytes::new(),
             Err(e) => return Err(err(e)),
         };
-        let mem = Rc::new(InMemoryOffsetStore::default());
-        for r in decode_all(data) {
-            apply(&mem, r);
-        }
+        let mem = Rc::new(replay(data));
         // Compaction: one commit record per live group.
         let mut compact = BytesMut::new();
         for g in mem.groups() {

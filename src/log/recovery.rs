@@ -5,23 +5,20 @@
 //! producer state from the batch headers. The first damaged byte ends the log: a torn or
 //! corrupt tail of the last segment is cut (by reopening it for append at the intact length);
 //! damage inside an older segment cuts that segment and drops the later ones, because offsets
-//! must stay contiguous. Calls [`super::scan`] and [`super::segment`].
+//! must stay contiguous. A batch whose records disagree with its header counts as damage, like
+//! a torn write. Calls [`super::scan`] and [`super::segment`].
 
 use std::path::{Path, PathBuf};
 
 use glommio::io::BufferedFile;
 
-use super::index::SegmentIndex;
 use super::partition_log::{PartitionLog, RollSettings};
-use super::scan::{scan, Stop};
+use super::scan::{Scanned, SegmentScan, SCAN_CHUNK};
 use super::segment::{self, parse_log_name, Segment};
 use super::LogError;
 use crate::config::FsyncPolicy;
 use crate::partition::producer_state::ProducerStates;
 use crate::record::batch::BatchHeader;
-
-/// Bytes read per scan step.
-const SCAN_CHUNK: usize = 1 << 20;
 
 /// File holding the log start offset moved by DeleteRecords (decimal text).
 pub const LOG_START_FILE: &str = "log-start-offset";
@@ -36,16 +33,7 @@ pub struct Recovered {
     pub producers: ProducerStates,
 }
 
-/// Result of scanning one segment file.
-struct Scanned {
-    index: SegmentIndex,
-    valid_len: u64,
-    file_len: u64,
-    next_offset: i64,
-    /// Whether everything past `valid_len` is zero padding (an O_DIRECT tail block of logs written before Kelp moved to page-cache writes), not damage.
-    padding_only: bool,
-}
-
+/// Reads one segment file through [`SegmentScan`], which decides what is intact.
 async fn scan_segment(
     path: &Path,
     base: i64,
@@ -58,60 +46,17 @@ async fn scan_segment(
     let file_len = std::fs::metadata(path)
         .map_err(|e| LogError::Recovery(format!("{}: {e}", path.display())))?
         .len();
-    let mut index = SegmentIndex::default();
-    let mut pos = 0u64;
-    let mut expect = base;
-    let mut chunk = SCAN_CHUNK;
-    let mut padding_only = true;
-    while pos < file_len {
-        let len = chunk.min((file_len - pos) as usize);
+    let mut sc = SegmentScan::new(base, file_len, SCAN_CHUNK);
+    while let Some((pos, len)) = sc.next_read() {
         let data = segment::read(&file, pos, len).await.map_err(io)?;
-        let (found, stop) = scan(&data, expect, true);
-        let mut consumed = 0usize;
-        for f in &found {
-            let h = f.header;
-            index.on_batch(
-                (h.base_offset - base) as u32,
-                pos + f.pos as u64,
-                h.max_timestamp,
-            );
-            on_batch(&h);
-            expect = h.last_offset() + 1;
-            consumed = f.pos + h.total_len();
-        }
-        match stop {
-            Stop::End => pos += data.len() as u64,
-            Stop::NeedMore { pos: p, total }
-                if data.len() == len && pos + (len as u64) < file_len =>
-            {
-                pos += p as u64;
-                chunk = chunk.max(total);
-            }
-            Stop::NeedMore { .. } => {
-                pos += consumed as u64;
-                padding_only = data[consumed..].iter().all(|&b| b == 0);
-                tracing::warn!(path = %path.display(), at = pos, "torn batch at the end of a segment");
-                break;
-            }
-            Stop::Corrupt { pos: p, why } => {
-                pos += p as u64;
-                // Zero padding after the last batch is how a DMA tail block ends: not noise.
-                padding_only = data[p..].iter().all(|&b| b == 0);
-                if !padding_only {
-                    tracing::warn!(path = %path.display(), at = pos, why, "damaged batch in a segment");
-                }
-                break;
-            }
-        }
+        sc.feed(&data, on_batch);
     }
     let _ = file.close().await;
-    Ok(Scanned {
-        index,
-        valid_len: pos.min(file_len),
-        file_len,
-        next_offset: expect,
-        padding_only,
-    })
+    let out = sc.finish();
+    if let Some(why) = out.damage {
+        tracing::warn!(path = %path.display(), at = out.valid_len, why, "damaged or torn batch in a segment");
+    }
+    Ok(out)
 }
 
 /// Recovers the partition in `dir` (which exists).
@@ -271,6 +216,40 @@ mod tests {
             r.log.wait(t, true).await.unwrap();
             let back = r.log.read(117, 1 << 20, 120).await.unwrap();
             assert_eq!(BatchHeader::parse(&back[0]).unwrap().base_offset, 117);
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_lying_batch_on_disk_is_cut_like_a_torn_write() {
+        let dir = std::env::temp_dir().join(format!("kelp-liar-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut seg = crate::log::scan::tests::segment_bytes();
+        let good = seg.len() as u64;
+        seg.extend_from_slice(&crate::log::scan::tests::lying_batch(6));
+        let path = dir.join(segment::log_name(0));
+        std::fs::write(&path, &seg).unwrap();
+        let roll = RollSettings {
+            segment_bytes: 1 << 20,
+            segment_ms: u64::MAX,
+        };
+        let d = dir.clone();
+        glommio::LocalExecutor::default().run(async move {
+            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            assert_eq!(r.next_offset, 6);
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
+            // Lookups by timestamp run over what is left, and find nothing past it.
+            assert_eq!(
+                r.log.find_timestamp(101, 0, 6).await.unwrap(),
+                Some((101, 1))
+            );
+            assert_eq!(r.log.find_timestamp(10_000, 0, 6).await.unwrap(), None);
+            // Appends continue right after the intact prefix.
+            let t = r.log.enqueue(batches(6, 1), roll);
+            r.log.wait(t, true).await.unwrap();
+            drop(r);
+            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            assert_eq!(r.next_offset, 9);
         });
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -2,6 +2,7 @@
 
 use bytes::{Bytes, BytesMut};
 
+use super::walk;
 use crate::error::KelpError;
 
 /// Bytes in a v2 record batch header, up to and including the record count.
@@ -77,12 +78,15 @@ impl BatchHeader {
 
     /// Total size of the batch on the wire, including base offset and length fields.
     pub fn total_len(&self) -> usize {
-        LOG_OVERHEAD + self.batch_length as usize
+        // A negative length never passes validation or a scan; saturate rather than wrap.
+        LOG_OVERHEAD + self.batch_length.max(0) as usize
     }
 
     /// Offset of the last record: the next batch starts right after it.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + i64::from(self.last_offset_delta)
+        // Saturating: a garbage header read from disk must not overflow (scan rejects it).
+        self.base_offset
+            .saturating_add(i64::from(self.last_offset_delta))
     }
 
     /// Compression codec id (attributes bits 0-2).
@@ -99,6 +103,26 @@ impl BatchHeader {
     pub fn is_control(&self) -> bool {
         self.attributes & 0x20 != 0
     }
+}
+
+/// Kafka's header checks of a client batch (LogValidator.validateBatch, Kafka 4): the offset
+/// range must be positive (lastOffsetDelta >= 0), the count positive, and the count equal to
+/// lastOffsetDelta + 1; each failure is an InvalidRecordException: INVALID_RECORD. Kafka
+/// enforces this for compressed batches too, and every producer writes lastOffsetDelta =
+/// count - 1, so it is the whole check a compressed batch gets on Kelp's hot path.
+pub fn check_counts(h: &BatchHeader) -> Result<(), KelpError> {
+    if h.last_offset_delta < 0 {
+        return Err(KelpError::InvalidRecord("invalid offset range"));
+    }
+    if h.record_count <= 0 {
+        return Err(KelpError::InvalidRecord("invalid reported record count"));
+    }
+    if i64::from(h.last_offset_delta) + 1 != i64::from(h.record_count) {
+        return Err(KelpError::InvalidRecord(
+            "inconsistent batch offset range and record count",
+        ));
+    }
+    Ok(())
 }
 
 /// Batches of one partition's produce data, validated and with offsets not yet assigned.
@@ -158,14 +182,30 @@ impl ValidatedBatches {
             if computed != h.crc {
                 return Err(KelpError::CorruptMessage("record batch CRC mismatch"));
             }
-            if h.last_offset_delta < 0 || h.record_count < 0 {
-                return Err(KelpError::InvalidRecord("negative record count"));
-            }
-            if h.record_count == 0 || h.record_count > h.last_offset_delta.saturating_add(1) {
+            check_counts(&h)?;
+            if h.compression() == 0 {
+                // Kafka walks every record of an uncompressed batch as it validates it and
+                // rejects fewer records than the count ("premature EOF"), bytes after the
+                // last counted record ("records still remaining") and malformed records,
+                // all as InvalidRecordException: INVALID_RECORD. Offset deltas must be
+                // 0..count-1, which is stricter than Kafka: 4.1.1 stores an uncompressed
+                // batch with deltas 0,1,1 or 5,6,7 as it is (and answers the same inside a
+                // gzip batch with UNKNOWN_SERVER_ERROR); Kelp refuses it with INVALID_RECORD,
+                // as such deltas give records offsets outside their batch or twice over.
+                walk::check_plain_records(&rest[..total], &h)
+                    .map_err(|e| KelpError::InvalidRecord(e.why()))?;
+            } else if h.compression() > 4 {
+                return Err(KelpError::InvalidRecord("unknown compression codec"));
+            } else if h.record_count as usize > walk::MAX_INFLATED_BYTES / walk::MIN_RECORD_BYTES {
+                // More records than the inflation cap can hold: no reader of Kelp's could
+                // ever walk it, and Kafka (which inflates) rejects such a lie as well.
                 return Err(KelpError::InvalidRecord(
-                    "record count does not match offsets",
+                    "record count larger than a compressed batch can hold",
                 ));
             }
+            // Compressed batches pass through untouched (no inflation on the hot path): the
+            // header checks above are all they get here, and every later reader walks them
+            // with [`walk::Records`], which treats a lying header as corruption.
             offset_count += i64::from(h.last_offset_delta) + 1;
             max_timestamp = max_timestamp.max(h.max_timestamp);
             batches.push((pos, h));
@@ -213,16 +253,50 @@ impl ValidatedBatches {
 }
 
 /// (offset, timestamp) of the first record in `batch` with timestamp >= `ts`, if any.
-/// Decodes the records (decompressing if needed); used only by ListOffsets by timestamp.
+/// Walks the records one by one (inflating a compressed batch up to
+/// [`walk::MAX_INFLATED_BYTES`]); used only by ListOffsets by timestamp. A batch whose
+/// records disagree with its header (possible on disk, or from before Produce checked
+/// records) is skipped with a log line: it answers None, it never aborts the broker.
 pub fn first_offset_at_or_after(batch: &Bytes, ts: i64) -> Option<(i64, i64)> {
-    use kafka_protocol::records::RecordBatchDecoder;
-    let mut b = batch.clone();
-    let set = RecordBatchDecoder::decode(&mut b).ok()?;
-    set.records
-        .iter()
-        .filter(|r| r.timestamp >= ts)
-        .map(|r| (r.offset, r.timestamp))
-        .min()
+    first_offset_at_or_after_within(batch, ts, walk::MAX_INFLATED_BYTES)
+}
+
+/// [`first_offset_at_or_after`] with the inflation capped at `cap` bytes (fuzzing uses a
+/// small cap so compression bombs stay cheap; the broker uses the default).
+pub fn first_offset_at_or_after_within(batch: &Bytes, ts: i64, cap: usize) -> Option<(i64, i64)> {
+    let result = (|| {
+        let mut records = walk::Records::new(batch, cap)?;
+        let h = *records.header();
+        let mut found = None;
+        while let Some(r) = records.next_record()? {
+            // LogAppendTime batches: every record has the broker's time, the max timestamp.
+            let t = if h.attributes & 0x08 != 0 {
+                h.max_timestamp
+            } else {
+                h.base_timestamp.wrapping_add(r.timestamp_delta)
+            };
+            // Kafka answers the first offset whose record reaches the timestamp, not the
+            // record with the smallest such timestamp (timestamps need not be ordered).
+            // The walk goes on to the end: a batch that turns out inconsistent is skipped
+            // whole, not half believed.
+            if t >= ts && found.is_none() {
+                found = Some((h.base_offset.saturating_add(i64::from(r.offset_delta)), t));
+            }
+        }
+        Ok::<_, walk::WalkError>(found)
+    })();
+    match result {
+        Ok(f) => f,
+        Err(e) => {
+            let h = BatchHeader::parse(batch).ok();
+            tracing::warn!(
+                base_offset = h.map(|h| h.base_offset),
+                why = e.why(),
+                "skipping a corrupt record batch in a lookup by timestamp"
+            );
+            None
+        }
+    }
 }
 
 #[cfg(test)]
@@ -278,5 +352,105 @@ pub(crate) mod tests {
             crate::error::code::INVALID_RECORD
         );
         assert!(ValidatedBatches::validate(make_batch(4, 0), 30).is_err());
+    }
+
+    fn code_of(b: &[u8]) -> i16 {
+        match ValidatedBatches::validate(BytesMut::from(b), 1 << 20) {
+            Ok(_) => crate::error::code::NONE,
+            Err(e) => e.code(),
+        }
+    }
+
+    #[test]
+    fn header_and_records_must_agree() {
+        use crate::error::code::{INVALID_RECORD, NONE};
+        use crate::record::walk::tests::{encoded_batch, with_count};
+        let one = make_batch(1, 0);
+        let three = make_batch(3, 0);
+        assert_eq!(code_of(&one), NONE);
+        assert_eq!(code_of(&three), NONE);
+        // The batch: 1 record, a consistent header claiming 2^31-1.
+        assert_eq!(
+            code_of(&with_count(&one, i32::MAX, Some(i32::MAX - 1))),
+            INVALID_RECORD
+        );
+        // Count and last offset delta disagree, either way.
+        assert_eq!(code_of(&with_count(&one, i32::MAX, None)), INVALID_RECORD);
+        assert_eq!(code_of(&with_count(&three, 2, None)), INVALID_RECORD);
+        assert_eq!(code_of(&with_count(&three, 3, Some(5))), INVALID_RECORD);
+        // Zero and negative counts, negative last offset delta.
+        assert_eq!(code_of(&with_count(&one, 0, Some(-1))), INVALID_RECORD);
+        assert_eq!(code_of(&with_count(&one, -5, None)), INVALID_RECORD);
+        assert_eq!(code_of(&with_count(&one, 1, Some(-1))), INVALID_RECORD);
+        // A consistent header over fewer / more records than it counts.
+        assert_eq!(code_of(&with_count(&three, 2, Some(1))), INVALID_RECORD);
+        assert_eq!(code_of(&with_count(&three, 4, Some(3))), INVALID_RECORD);
+        // Offset deltas that are not 0..count-1 (second record's delta 1 -> 2).
+        let mut gap = three.to_vec();
+        let second = BATCH_HEADER_LEN + 1 + usize::from(gap[BATCH_HEADER_LEN] / 2);
+        assert_eq!(gap[second + 3], 2, "offset delta varint of record 1");
+        gap[second + 3] = 4;
+        assert_eq!(code_of(&with_count(&gap, 3, None)), INVALID_RECORD);
+        // A record length running past the batch.
+        let mut long = one.to_vec();
+        long[BATCH_HEADER_LEN] = 0x7e;
+        assert_eq!(code_of(&with_count(&long, 1, None)), INVALID_RECORD);
+        // Batch length field larger than the bytes: INVALID_RECORD; smaller than a header:
+        // CORRUPT_MESSAGE (as Kafka's batch iterator and isValid answer).
+        let mut short = one.to_vec();
+        short[8..12].copy_from_slice(&(one.len() as i32).to_be_bytes());
+        assert_eq!(code_of(&short), INVALID_RECORD);
+        let mut tiny = one.to_vec();
+        tiny[8..12].copy_from_slice(&20i32.to_be_bytes());
+        assert_eq!(code_of(&tiny), crate::error::code::CORRUPT_MESSAGE);
+        // Compressed batches from the crate's encoder pass with every codec; their header
+        // lies are caught without inflating; unknown codecs are refused.
+        for codec in 1..=4 {
+            let b = encoded_batch(codec, &[b"x", b"yy"], 7);
+            assert_eq!(code_of(&b), NONE, "codec {codec}");
+            assert_eq!(code_of(&with_count(&b, i32::MAX, None)), INVALID_RECORD);
+            assert_eq!(code_of(&with_count(&b, 0, Some(-1))), INVALID_RECORD);
+            // A consistent claim of 2^31-1 records is more than the inflation cap can hold.
+            let liar = with_count(&b, i32::MAX, Some(i32::MAX - 1));
+            assert_eq!(code_of(&liar), INVALID_RECORD);
+            assert_eq!(first_offset_at_or_after(&liar, 0), None);
+            // A small consistent lie passes the hot path (no inflation), and every reader
+            // sees it as corrupt rather than sizing anything from it.
+            let small = with_count(&b, 5, Some(4));
+            assert_eq!(code_of(&small), NONE);
+            assert_eq!(first_offset_at_or_after(&small, 0), None);
+        }
+        let mut odd = encoded_batch(1, &[b"x"], 7).to_vec();
+        odd[OFF_ATTRIBUTES + 1] = 6;
+        assert_eq!(code_of(&with_count(&odd, 1, None)), INVALID_RECORD);
+    }
+
+    #[test]
+    fn lookup_by_timestamp_in_every_codec() {
+        use crate::record::walk::tests::{encoded_batch, with_count};
+        for codec in 0..=4 {
+            let mut b = encoded_batch(codec, &[b"a", b"b", b"c"], 100).to_vec();
+            b[..8].copy_from_slice(&40i64.to_be_bytes());
+            let b = Bytes::from(b);
+            assert_eq!(
+                first_offset_at_or_after(&b, 101),
+                Some((41, 101)),
+                "{codec}"
+            );
+            assert_eq!(first_offset_at_or_after(&b, 0), Some((40, 100)));
+            assert_eq!(first_offset_at_or_after(&b, 103), None);
+        }
+        let liar = with_count(&make_batch(1, 5), i32::MAX, Some(i32::MAX - 1));
+        assert_eq!(first_offset_at_or_after(&liar, 0), None);
+        // Timestamps out of order (deltas 5, 1): the first offset reaching the timestamp
+        // wins, as in Kafka, not the smallest timestamp (found by the record_batch fuzzer).
+        let mut b = make_batch(2, 100).to_vec();
+        let first = BATCH_HEADER_LEN + 2;
+        assert_eq!(b[first], 0, "timestamp delta varint of record 0");
+        b[first] = 10;
+        let b = with_count(&b, 2, None);
+        assert_eq!(first_offset_at_or_after(&b, 0), Some((0, 105)));
+        assert_eq!(first_offset_at_or_after(&b, 101), Some((0, 105)));
+        assert_eq!(first_offset_at_or_after(&b, 106), None);
     }
 }

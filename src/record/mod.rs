@@ -1,10 +1,12 @@
 //! Kafka record batches (log format v2) as raw bytes.
 //!
-//! Owns validation (magic, lengths, CRC32C), the in-place base-offset rewrite and reading the
-//! batch header fields the broker needs. Never decodes or re-encodes the records themselves,
-//! except for the rare by-timestamp offset lookup (see [`batch::first_offset_at_or_after`]).
+//! Owns validation (magic, lengths, CRC32C, header counts, and for uncompressed batches the
+//! records themselves against the header), the in-place base-offset rewrite, reading the
+//! batch header fields the broker needs, and walking records ([`walk`]) for the rare readers
+//! that need them (by-timestamp lookups, the SeaweedMQ forwarder). Never re-encodes records.
 
 pub mod batch;
 pub mod build;
+pub mod walk;
 
 pub use batch::{BatchHeader, ValidatedBatches, BATCH_HEADER_LEN};

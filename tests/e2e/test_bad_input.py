@@ -12,6 +12,7 @@ The behaviours were checked against a real Apache Kafka 4.x broker
 
 from __future__ import annotations
 
+import gzip
 import os
 import socket
 import struct
@@ -666,3 +667,119 @@ def test_malformed_request_behind_pipelined_produces(bootstrap, topic):
         assert_closed_silently(c, "garbage Produce body behind pipelined produces")
     assert latest_offset(bootstrap, topic) == before + 3
     assert_alive(bootstrap)
+
+
+# ---------------------------------------------------------------------------
+# Record batches whose header lies about their records (issue 13, item 3)
+# ---------------------------------------------------------------------------
+
+I32_MAX = 0x7FFFFFFF
+
+
+def lying_batch(count: int, last_delta: int, base_timestamp: int, codec: int = 0,
+                base_offset: int = 0) -> bytes:
+    """One record ("liar") under a header claiming `count` records and `last_delta`, with a
+    valid CRC32C, so only a check of the header against the records can catch it. codec 1
+    gzips the records region, as a Kafka producer with compression.type=gzip does."""
+    records = kwire.encode_record(0, 0, None, b"liar")
+    if codec == 1:
+        records = gzip.compress(records)
+    after_crc = (kwire.i16(codec) + kwire.i32(last_delta) + kwire.i64(base_timestamp)
+                 + kwire.i64(base_timestamp) + kwire.i64(-1) + kwire.i16(-1) + kwire.i32(-1)
+                 + kwire.i32(count) + records)
+    after_len = kwire.i32(-1) + kwire.i8(2) + kwire.u32(kwire.crc32c(after_crc)) + after_crc
+    return kwire.i64(base_offset) + kwire.i32(len(after_len)) + after_len
+
+
+def offset_for_time(bootstrap: str, topic: str, ts: int, partition: int = 0) -> dict:
+    with Conn(bootstrap, TIMEOUT) as c:
+        r = c.roundtrip(LIST_OFFSETS, 4, kwire.list_offsets_body_v4(topic, partition, ts))
+        return kwire.parse_list_offsets_v4(r)[(topic, partition)]
+
+
+def produce_known_records(bootstrap: str, topic: str) -> int:
+    """Three good records at timestamps T, T+1, T+2; returns T."""
+    t0 = int(time.time() * 1000) - 60_000
+    p = produce(bootstrap, 9, topic, kwire.record_batch([b"a", b"b", b"c"], base_timestamp=t0))
+    assert p["error_code"] == 0, p
+    return t0
+
+
+@pytest.mark.parametrize("version", [3, 9])
+@pytest.mark.parametrize(
+    "count,last_delta,codec",
+    [
+        (I32_MAX, I32_MAX - 1, 0),  # consistent header, 1 record present: "premature EOF"
+        (I32_MAX, 0, 0),            # count disagrees with the offset range
+        (I32_MAX, I32_MAX - 1, 1),  # the same lie inside a gzip batch
+        (2, 1, 0),                  # a small lie: 2 counted, 1 present
+        (0, -1, 0),                 # zero records
+        (-1, 0, 0),                 # a negative count
+    ],
+    ids=["claims-2^31-1", "count-vs-offsets", "gzip-claims-2^31-1", "claims-2", "zero", "negative"],
+)
+def test_produce_record_count_lie(bootstrap, topic, version, count, last_delta, codec):
+    # Kafka 4 (LogValidator.validateBatch, then the record iterator): a count that disagrees
+    # with lastOffsetDelta + 1, a count <= 0, or fewer records than counted are all
+    # InvalidRecordException -> INVALID_RECORD (87); nothing is appended. ListOffsets by
+    # timestamp keeps working on the partition (Kelp used to abort on such a batch).
+    t0 = produce_known_records(bootstrap, topic)
+    before = latest_offset(bootstrap, topic)
+    p = produce(bootstrap, version, topic, lying_batch(count, last_delta, t0 + 10, codec))
+    assert p["error_code"] == INVALID_RECORD, p
+    assert p["base_offset"] == -1, p
+    assert latest_offset(bootstrap, topic) == before
+    found = offset_for_time(bootstrap, topic, t0 + 1)
+    assert (found["error_code"], found["offset"], found["timestamp"]) == (0, 1, t0 + 1), found
+    past = offset_for_time(bootstrap, topic, t0 + 10)
+    assert (past["error_code"], past["offset"]) == (0, -1), past
+    assert_alive(bootstrap)
+
+
+@pytest.mark.parametrize("codec", [0, 1], ids=["plain", "gzip"])
+def test_lying_batch_on_disk_survives_restart(broker, codec):
+    # A batch that lies about its records already in a segment (written by an older Kelp, or
+    # damage that kept the CRC): Kelp starts, answers ListOffsets by timestamp and keeps
+    # appending. Recovery cuts an uncompressed liar like a torn write; a compressed one is not
+    # inflated at start-up, and the lookup that reaches it skips it as corrupt.
+    if broker.external:
+        pytest.skip("KELP_BOOTSTRAP: the test writes into the broker's data directory")
+    import conftest
+    from conftest import Broker, running_broker
+
+    class LocalBroker(Broker):
+        def start(self):
+            saved, conftest.STORAGE = conftest.STORAGE, "local"
+            try:
+                super().start()
+            finally:
+                conftest.STORAGE = saved
+
+    with running_broker(LocalBroker, "kelp-liar-") as b:
+        name = f"kelp-liar-{uuid.uuid4().hex[:10]}"
+        create_topic(b.bootstrap, name, 1)
+        t0 = produce_known_records(b.bootstrap, name)
+        b.stop()
+        seg = os.path.join(b.data_dir, "topics", f"{name}-0", "00000000000000000000.log")
+        with open(seg, "ab") as f:
+            f.write(lying_batch(I32_MAX, I32_MAX - 1, t0 + 10, codec, base_offset=3))
+        since = b.log_size()
+        b.start()
+        found = offset_for_time(b.bootstrap, name, t0 + 1)
+        assert (found["error_code"], found["offset"]) == (0, 1), found
+        past = offset_for_time(b.bootstrap, name, t0 + 10)
+        assert (past["error_code"], past["offset"]) == (0, -1), past
+        assert_alive(b.bootstrap)
+        log = b.log_tail(since)
+        if codec == 0:
+            assert latest_offset(b.bootstrap, name) == 3
+            assert "damaged or torn batch" in log, log
+        else:
+            assert "skipping a corrupt record batch" in log, log
+        p = produce(b.bootstrap, 9, name, kwire.record_batch([b"after"], base_timestamp=t0 + 20))
+        assert p["error_code"] == 0, p
+        assert offset_for_time(b.bootstrap, name, t0 + 20)["offset"] == p["base_offset"]
+        # And once more: the same data again at start-up.
+        b.restart()
+        assert offset_for_time(b.bootstrap, name, t0 + 1)["offset"] == 1
+        assert b.alive()
