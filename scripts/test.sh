@@ -74,4 +74,14 @@ if [ "$rc" -ne 0 ]; then
   echo "test.sh: e2e suite failed with --advertise-shards (pytest exit $rc)" >&2
   exit 1
 fi
+# A broker lives for months: a soak of real mixed load on 2 shard cores (the waker-refcount
+# crash came after ~3 minutes), failing on a crash or memory above the README's model.
+step "soak: ${KELP_SOAK_SECONDS:-360} s on 2 shard cores"
+soak_cores=0-1
+[ "$(nproc)" -ge 2 ] || soak_cores=0
+KELP_BIN="$KELP_BIN" SOAK_CORES=$soak_cores perf/soak.sh "${KELP_SOAK_SECONDS:-360}"
+# Coverage-guided fuzzing of every decoder a client or the disk reaches, from the committed
+# corpora: a short smoke here; long runs by hand (scripts/fuzz.sh SECONDS).
+step "fuzz smoke: ${KELP_FUZZ_SECONDS:-60} s per target"
+scripts/fuzz.sh "${KELP_FUZZ_SECONDS:-60}"
 echo "test.sh: all passed"
