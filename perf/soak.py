@@ -37,7 +37,11 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 import kwire  # noqa: E402  (the e2e suite's wire helpers)
 
 MIB = 1024 * 1024
+# The model's fixed part (README "Memory"): binary, threads, malloc's slack (4 arenas x up to
+# 16 MiB free each) and the in-memory indexes of the retained log.
+FIXED_MIB = 96
 STOP = threading.Event()
+CHILDREN = []  # client processes, stopped by PID when the soak ends however it ends
 COUNTS = {}
 COUNTS_LOCK = threading.Lock()
 
@@ -106,6 +110,7 @@ def java_producer(bs, jars, topic, acks, rate, logs):
                  "--throughput", str(rate), "--producer-props", f"bootstrap.servers={bs}",
                  f"acks={acks}", "linger.ms=5", "batch.size=65536"],
                 stdout=f, stderr=subprocess.STDOUT)
+            CHILDREN.append(p)
             while p.poll() is None:
                 if STOP.wait(0.5):
                     p.terminate()
@@ -286,6 +291,7 @@ def main():
             "--max-request-bytes", str(min(100, a.request_mib - 1) * MIB),
             "--fetch-max-bytes", str(a.fetch_max_mib * MIB),
             "--write-timeout-ms", "10000", "--default-partitions", "8",
+            "--retention-check-ms", "5000",
             "--group-initial-rebalance-delay-ms", "500"]
     if a.cores:
         args += ["--cores", a.cores]
@@ -295,6 +301,9 @@ def main():
         return run(a, proc, port, mport, out)
     finally:
         STOP.set()
+        for c in CHILDREN:
+            if c.poll() is None:
+                c.kill()
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -321,18 +330,21 @@ def run(a, proc, port, mport, out):
     # fetching connection holds at most --fetch-max-bytes per core).
     fetchers = 3 + 1 + 1  # group consumers, slow, stalled
     conns_budget = 2000 * 16 / 1024
-    model = (160 + cores * a.cache_mib + a.request_mib + fetchers * cores * a.fetch_max_mib
+    model = (FIXED_MIB + cores * a.cache_mib + a.request_mib + fetchers * cores * a.fetch_max_mib
              + conns_budget)
     print(f"soak: kelp pid {proc.pid} on {cores} cores, {a.seconds} s, model {model:.0f} MiB "
-          f"(160 fixed + {cores} x {a.cache_mib} cache + {a.request_mib} requests + "
+          f"({FIXED_MIB} fixed + {cores} x {a.cache_mib} cache + {a.request_mib} requests + "
           f"{fetchers} fetchers x {cores} x {a.fetch_max_mib} + {conns_budget:.0f} conns), "
           f"out {out}", flush=True)
 
     topic, group = "soak-all", "soak-group"
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bs})
+    # Retention keeps the disk (and the in-memory indexes of what it holds) bounded over
+    # hours: 2 topics x 8 partitions x 128 MiB.
+    retention = {"retention.bytes": str(128 * MIB), "segment.bytes": str(32 * MIB)}
     for t in (topic, "soak-one"):
-        admin.create_topics([NewTopic(t, 8, 1)])[t].result(15)
+        admin.create_topics([NewTopic(t, 8, 1, config=retention)])[t].result(15)
     logs = os.path.join(out, "clients")
     os.makedirs(logs, exist_ok=True)
     keep = []
