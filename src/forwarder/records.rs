@@ -9,7 +9,7 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use kelp_storage_client::pb::messaging_pb::DataMessage;
 
@@ -22,8 +22,7 @@ pub struct Decoded {
 
 /// Decodes one Kafka record batch (decompressing it) into data messages, in offset order.
 pub fn decode_batch(batch: &Bytes) -> Result<Decoded, String> {
-    let mut buf = batch.clone();
-    let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
+    let set = crate::record::decode::decode(batch)?;
     let mut had_headers = false;
     // SeaweedMQ is indexed by time: it names log files after their first record's ts_ns and
     // forces ts_ns to increase. Client timestamps (possibly old, out of order) confuse its

@@ -215,9 +215,7 @@ impl ValidatedBatches {
 /// (offset, timestamp) of the first record in `batch` with timestamp >= `ts`, if any.
 /// Decodes the records (decompressing if needed); used only by ListOffsets by timestamp.
 pub fn first_offset_at_or_after(batch: &Bytes, ts: i64) -> Option<(i64, i64)> {
-    use kafka_protocol::records::RecordBatchDecoder;
-    let mut b = batch.clone();
-    let set = RecordBatchDecoder::decode(&mut b).ok()?;
+    let set = super::decode::decode(batch).ok()?;
     set.records
         .iter()
         .filter(|r| r.timestamp >= ts)
