@@ -82,7 +82,7 @@ pub async fn dispatch(
     started: oneshot::Sender<()>,
 ) -> Result<Option<Response>, ConnectionError> {
     // The header was parsed by the connection; the body follows it.
-    let frame = frame.split_off(header.body_offset);
+    let _ = frame.split_to(header.body_offset);
     let ctx = RequestContext {
         shard,
         header,

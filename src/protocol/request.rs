@@ -76,8 +76,8 @@ requests! {
 /// Parses a whole request frame (without its length prefix), as a connection does.
 pub fn decode_frame(mut frame: BytesMut) -> Result<(RequestHeader, Request), ConnectionError> {
     let header = RequestHeader::parse(&frame)?;
-    let body = frame.split_off(header.body_offset);
-    let req = decode_body(&header, body)?;
+    let _ = frame.split_to(header.body_offset);
+    let req = decode_body(&header, frame)?;
     Ok((header, req))
 }
 

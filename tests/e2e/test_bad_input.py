@@ -586,6 +586,43 @@ def test_produce_unknown_partition(bootstrap, topic):
     assert_alive(bootstrap)
 
 
+def batch_claiming(record_count: int | None = None, header_count: int | None = None) -> bytes:
+    """A one-record batch whose header claims `record_count` records, or whose record claims
+    `header_count` headers (none present), with lengths and CRC made consistent again."""
+    batch = bytearray(kwire.record_batch([b"a"]))
+    if record_count is not None:
+        struct.pack_into(">i", batch, 57, record_count)
+    if header_count is not None:
+        assert batch[-1] == 0  # the record's header count
+        count = kwire.varint(header_count)
+        grow = len(count) - 1
+        batch[-1:] = count
+        (blen,) = struct.unpack_from(">i", batch, kwire.BATCH_LENGTH_OFFSET)
+        struct.pack_into(">i", batch, kwire.BATCH_LENGTH_OFFSET, blen + grow)
+        assert batch[61] < 0x80  # the record's size: a one-byte zigzag varint
+        batch[61] += 2 * grow
+    struct.pack_into(">I", batch, kwire.CRC_OFFSET, kwire.crc32c(bytes(batch[21:])))
+    assert kwire.verify_batch_crc(bytes(batch))
+    return bytes(batch)
+
+
+@pytest.mark.parametrize("claim", [{"record_count": 0x7FFFFFFF}, {"header_count": 0x7FFFFFFF}],
+                         ids=["record-count", "header-count"])
+def test_batch_claiming_huge_counts_then_list_offsets_by_time(bootstrap, topic, claim):
+    # The batch's CRC is right (the client computes it), yet its record count or a record's
+    # header count is 0x7fffffff. ListOffsets by timestamp decodes stored records to find the
+    # offset; the record decoder of the codec crate reserves by those counts. Kafka rejects the
+    # batch on produce (INVALID_RECORD); Kelp may store it (it checks framing and CRC, not the
+    # records), but reading it must not take the broker down.
+    p = produce(bootstrap, 9, topic, batch_claiming(**claim))
+    assert p["error_code"] in (0, INVALID_RECORD, CORRUPT_MESSAGE), p
+    with Conn(bootstrap, TIMEOUT) as c:
+        r = c.roundtrip(LIST_OFFSETS, 4, kwire.list_offsets_body_v4(topic, 0, 0))
+        lo = kwire.parse_list_offsets_v4(r)[(topic, 0)]
+    assert lo["error_code"] == 0, lo
+    assert_alive(bootstrap)
+
+
 # ---------------------------------------------------------------------------
 # Pipelining
 # ---------------------------------------------------------------------------

@@ -269,3 +269,74 @@ fn refuses_oversized_counts_before_walking() {
     }
     assert_ne!(&again[..], &b[..]);
 }
+
+/// Writes crate-checked sample frames as fuzz seeds for the versions no recorded client sent:
+/// `KELP_SEED_DIR=fuzz/corpus cargo test --release -- --ignored dump_fuzz_seeds` (see
+/// scripts/fuzz_seeds.py for the recorded ones).
+#[test]
+#[ignore]
+fn dump_fuzz_seeds() {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let Ok(dir) = std::env::var("KELP_SEED_DIR") else {
+        return;
+    };
+    let dir = std::path::Path::new(&dir);
+    let header = |key: i16, v: i16| {
+        let a = versions::lookup(key).unwrap();
+        let mut h = BytesMut::new();
+        h.put_i16(key);
+        h.put_i16(v);
+        h.put_i32(7);
+        h.put_i16(4);
+        h.put_slice(b"seed");
+        if a.is_flexible(v) {
+            h.put_u8(0);
+        }
+        h
+    };
+    let write = |target: &str, name: String, bytes: &[u8]| {
+        let d = dir.join(target);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(name), bytes).unwrap();
+    };
+    for m in ALL.iter().filter(|m| m.api_key >= 0) {
+        let a = versions::lookup(m.api_key).unwrap();
+        let mut picks = vec![a.min, a.max];
+        if a.supports(a.first_flexible) {
+            picks.push(a.first_flexible);
+        }
+        picks.dedup();
+        for v in picks {
+            let mut f = header(m.api_key, v);
+            f.put_slice(&Sample::build(m, v, false));
+            write(
+                "request_decode",
+                format!("seed-crate-{}-v{v}", m.api_key),
+                &f,
+            );
+        }
+    }
+    let batch = crate::record::build::simple_batch(2, 8, 1_700_000_000_000).freeze();
+    let p = versions::lookup(key::PRODUCE).unwrap();
+    for v in p.min..=p.max {
+        let req = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(1000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(batch.clone())),
+                    PartitionProduceData::default().with_index(1),
+                ])]);
+        let mut body = BytesMut::new();
+        req.encode(&mut body, v).unwrap();
+        let mut picked = vec![(v - p.min) as u8];
+        picked.extend_from_slice(&body);
+        write("produce_request", format!("seed-crate-v{v}"), &picked);
+        let mut f = header(key::PRODUCE, v);
+        f.put_slice(&body);
+        write("request_header", format!("seed-crate-0-v{v}"), &f);
+    }
+}
