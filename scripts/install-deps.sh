@@ -7,7 +7,8 @@
 #   - Java: the full Apache Kafka broker (kafka_2.13, kafka-server, kafka-tools, same version)
 #     -> $CACHE/jars/kafka, for scripts/kafka.sh and the perf comparisons;
 #   - kafkajs (npm ci from tests/node/package-lock.json) and franz-go modules (Go proxy);
-#   - SeaweedFS's weed 4.48 (scripts/seaweedfs.sh install), for --storage seaweedmq.
+#   - SeaweedFS's weed 4.48 (scripts/seaweedfs.sh install), for --storage seaweedmq;
+#   - Rust nightly and cargo-fuzz, for scripts/fuzz.sh.
 # Maven reuses ~/.m2. Caches live under ${KELP_CACHE:-$HOME/.cache/kelp}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,5 +92,19 @@ if command -v go >/dev/null 2>&1 && [ -d tests/go ]; then
 fi
 # --- SeaweedFS (weed: master, volume, filer, mq broker, Go Kafka gateway) ----------------------
 scripts/seaweedfs.sh install
+
+# --- Fuzzing (scripts/fuzz.sh): a nightly toolchain and cargo-fuzz (crates.io) ----------------
+if rustup run nightly rustc --version >/dev/null 2>&1; then
+  log "rust nightly: present ($(rustup run nightly rustc --version))"
+else
+  log "rustup: installing the nightly toolchain"
+  rustup toolchain install nightly --profile minimal
+fi
+if cargo fuzz --version >/dev/null 2>&1; then
+  log "cargo-fuzz: present ($(cargo fuzz --version))"
+else
+  log "cargo: installing cargo-fuzz 0.13.2"
+  cargo install --locked cargo-fuzz --version 0.13.2
+fi
 
 log "done"
