@@ -15,7 +15,13 @@
 //! trim threshold and one arena per thread (shard threads, their I/O pools), every arena kept
 //! its high-water mark, and a soak (perf/soak.sh, 2 x 128 MiB cache) grew to 606 MiB RSS in
 //! 4 minutes with 256 MiB cached — ten 64 MiB arena heaps fully resident. With a 16 MiB trim
-//! threshold and at most 4 arenas the same soak peaked at 334 MiB and stayed flat.
+//! threshold and at most 4 arenas the same soak peaked at 334 MiB in 4 minutes — but within
+//! the hour a second arena (the one the I/O threads' cold-read buffers come from) held
+//! 301 MB of heaps with 5 MB in use: glibc gives a non-main arena's memory back only from the
+//! top of its newest heap, never from free chunks between live ones (malloc_stats of the
+//! soaking broker). So a thread gives that memory back explicitly: every [`TRIM_EVERY`],
+//! when malloc holds more than [`TRIM_WHEN_FREE`] free, `malloc_trim(0)`, which returns
+//! the free pages of every arena to the kernel.
 
 /// Blocks below this come from malloc's heaps (reused), larger ones are mmapped.
 const MMAP_THRESHOLD: libc::c_int = 32 << 20;
@@ -38,6 +44,35 @@ pub fn tune() {
         };
         if !ok {
             tracing::warn!("mallopt refused the malloc thresholds; using glibc's defaults");
+        }
+    }
+}
+
+/// How often free memory is checked.
+pub const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// Free bytes kept in malloc's arenas before they are given back.
+pub const TRIM_WHEN_FREE: usize = 64 << 20;
+
+/// Starts the thread that gives malloc's free memory back to the kernel. It lives as long as
+/// the process and takes no lock of Kelp's.
+pub fn start_trimmer() {
+    #[cfg(target_env = "gnu")]
+    {
+        let spawned = std::thread::Builder::new()
+            .name("kelp-malloc-trim".into())
+            .spawn(|| loop {
+                std::thread::sleep(TRIM_EVERY);
+                // SAFETY: mallinfo2 and malloc_trim only read and adjust malloc's own state,
+                // under its locks; both are safe to call from any thread at any time.
+                let free = unsafe { libc::mallinfo2() }.fordblks;
+                if free > TRIM_WHEN_FREE {
+                    // SAFETY: as above.
+                    unsafe { libc::malloc_trim(0) };
+                    tracing::debug!(free, "gave malloc's free memory back");
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "no malloc trim thread: freed memory stays resident");
         }
     }
 }

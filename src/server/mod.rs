@@ -96,6 +96,7 @@ fn probe_listen(addr: std::net::SocketAddr) -> anyhow::Result<std::net::TcpListe
 /// Runs the broker until every shard exits (normally never).
 pub fn run(mut config: Config) -> anyhow::Result<()> {
     malloc::tune();
+    malloc::start_trimmer();
     let cores = shard_cores(&config)?;
     shutdown::install().context("installing signal handling")?;
     // Fail clearly if the port is taken: SO_REUSEPORT alone would quietly share it with another
