@@ -315,13 +315,16 @@ def main():
 
 def run(a, proc, port, mport, out):
     bs = f"127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while time.time() < deadline:
+    deadline = time.time() + 60
+    while True:
         if proc.poll() is not None:
             print(f"soak: kelp exited at start ({proc.returncode})")
             return 1
-        with contextlib.suppress(Exception):
-            if kwire.api_versions(bs, 0)["error_code"] == 0:
+        if time.time() > deadline:
+            print("soak: FAIL: kelp not ready within 60 s")
+            return 1
+        with open(os.path.join(out, "kelp.log"), "rb") as f:
+            if b"kelp ready" in f.read():
                 break
         time.sleep(0.1)
     cores = len(scrape(mport).get("kelp_cache_bytes", [])) or 1

@@ -65,3 +65,22 @@ pub fn producer_batch(
     b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
     b
 }
+
+/// Recomputes the CRC32C of each whole batch in `buf`, from the start, until one does not fit:
+/// lets a fuzzer's mutations reach the checks behind the CRC (it cannot guess a CRC).
+pub fn refresh_crcs(buf: &mut [u8]) {
+    let mut pos = 0usize;
+    while pos + BATCH_HEADER_LEN <= buf.len() {
+        let len = i32::from_be_bytes([buf[pos + 8], buf[pos + 9], buf[pos + 10], buf[pos + 11]]);
+        let Ok(len) = usize::try_from(len) else {
+            return;
+        };
+        let end = pos + LOG_OVERHEAD + len;
+        if len < BATCH_HEADER_LEN - LOG_OVERHEAD || end > buf.len() {
+            return;
+        }
+        let crc = crc32c::crc32c(&buf[pos + OFF_ATTRIBUTES..end]);
+        buf[pos + OFF_CRC..pos + OFF_ATTRIBUTES].copy_from_slice(&crc.to_be_bytes());
+        pos = end;
+    }
+}
