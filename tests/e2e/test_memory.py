@@ -86,6 +86,7 @@ def test_announced_lengths_allocate_nothing_and_reads_stop_at_the_budget(request
                 conns.append(s)
             time.sleep(1.0)
             grown = rss_mib(b) - base
+            print(f"200 connections announcing 50 MB each: RSS grew {grown:.1f} MiB")
             assert grown < 64, f"RSS grew {grown:.0f} MiB for 200 announced-only frames"
             assert api_versions_ok(b)
             # Now 1 MiB of body on each: 200 MiB sent, more than the budget; Kelp reads up to
@@ -98,6 +99,8 @@ def test_announced_lengths_allocate_nothing_and_reads_stop_at_the_budget(request
             time.sleep(2.0)
             held = gauge(mport, "kelp_request_memory_bytes")
             grown = rss_mib(b) - base
+            print(f"... then 1 MiB of body each (200 MiB sent): request memory {held / MIB:.1f} "
+                  f"MiB of {budget / MIB:.0f}, RSS grew {grown:.1f} MiB")
             assert 0 < held <= budget, f"request memory {held} vs budget {budget}"
             assert grown < budget / MIB + 64, f"RSS grew {grown:.0f} MiB, budget {budget / MIB} MiB"
             # Reads are paused, not the broker: a small request still gets a buffer as soon
