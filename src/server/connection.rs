@@ -192,8 +192,10 @@ impl ReadBuffer {
             return;
         }
         let target = target.max(have + 1);
-        // The old allocation is freed right after the copy: the lease covers both briefly.
-        self.lease.resize(self.alloc + target).await;
+        // The lease grows to the new size only: the old allocation goes right after the copy,
+        // with no await in between. (Leasing both would make a request near
+        // --max-request-bytes wait forever on its own share with the smallest allowed budget.)
+        self.lease.resize(target.max(self.alloc)).await;
         let mut grown = BytesMut::with_capacity(target);
         grown.extend_from_slice(&self.buf);
         self.buf = grown;

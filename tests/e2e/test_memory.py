@@ -260,3 +260,28 @@ def test_idle_connections_are_closed_after_the_idle_timeout(request):
             head = busy.recv(8)
             assert len(head) == 8 and struct.unpack(">ii", head)[1] == 7, head
             assert time.time() - t0 > 1.8, "the long poll did not wait"
+
+
+def test_a_request_of_the_largest_size_fits_the_smallest_budget(request):
+    # The smallest budget Kelp accepts is --max-request-bytes + 64 KiB: a request of about
+    # that size must still be read (its buffer grows by doubling; the growth must not count
+    # the old and the new buffer together and wait forever on its own share).
+    max_req = 6 * MIB
+    with broker_with(request, "--max-request-bytes", str(max_req),
+                     "--queued-max-request-bytes", str(max_req + 64 * 1024)) as (b, mport):
+        topic = f"big-{uuid.uuid4().hex[:8]}"
+        # Batches under the default max.message.bytes (1 MiB), about max_req in all.
+        batch = b"".join(kwire.record_batch([os.urandom(1000 * 1000)]) for _ in range(6))
+        body = kwire.produce_body(8, topic, 0, batch, acks=1)
+        frame = kwire.request_frame(0, 8, 77, body)
+        assert len(frame) - 4 <= max_req
+        with kwire.Conn(b.bootstrap, 30) as c:
+            # Metadata first, so the topic exists (auto-created).
+            c.send(kwire.request_frame(3, 4, 1, kwire.metadata_body(4, [topic], True)))
+            c.recv_frame()
+            time.sleep(0.5)
+            c.send(frame)
+            corr, r = c.recv_response(0, 8)
+            assert corr == 77
+            parts = kwire.parse_produce(r, 8)
+            assert parts[(topic, 0)]["error_code"] == 0, parts
