@@ -781,16 +781,8 @@ def test_lying_batch_on_disk_survives_restart(broker, codec):
     # inflated at start-up, and the lookup that reaches it skips it as corrupt.
     if broker.external:
         pytest.skip("KELP_BOOTSTRAP: the test writes into the broker's data directory")
-    import conftest
-    from conftest import Broker, running_broker
-
-    class LocalBroker(Broker):
-        def start(self):
-            saved, conftest.STORAGE = conftest.STORAGE, "local"
-            try:
-                super().start()
-            finally:
-                conftest.STORAGE = saved
+    from conftest import running_broker
+    from test_storage_local import LocalBroker
 
     with running_broker(LocalBroker, "kelp-liar-") as b:
         name = f"kelp-liar-{uuid.uuid4().hex[:10]}"
