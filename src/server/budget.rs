@@ -1,11 +1,12 @@
 //! The broker-wide budget for request bytes being read and handled (Kafka's
 //! queued.max.request.bytes).
 //!
-//! Every connection's read buffer is paid for from one [`RequestMemory`] shared by all shard
-//! cores, as it grows; a complete request frame keeps its share until its answer is ready.
-//! When the budget is spent a connection waits before reading more, so the kernel's socket
-//! buffers and TCP flow control hold the clients back instead of Kelp's heap. Calls nothing
-//! of Kelp's; `server::connection` is its user.
+//! One [`RequestMemory`] is shared by all shard cores. A request frame holds a [`Lease`] of
+//! its length from it until its answer is ready: a big frame takes it before its body is read
+//! (as Kafka reserves a request's buffer), a small one as it is taken off the read chunk. When
+//! the budget is spent, a connection waits before reading more, so the kernel's socket buffers
+//! and TCP flow control hold the clients back instead of Kelp's heap. Calls nothing of Kelp's;
+//! `server::connection` is its user.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

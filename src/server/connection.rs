@@ -2,8 +2,8 @@
 //! each response in order as a gather write. Bad framing or malformed requests close the connection
 //! with a log line; nothing a client sends can take the shard down.
 //!
-//! Memory: read buffers grow as bytes arrive (never to a frame's announced length up front)
-//! and are paid for from the broker-wide [`RequestMemory`]; each request frame gets an
+//! Memory: read buffers grow as bytes arrive (never to a frame's announced length up front);
+//! request frames are paid for from the broker-wide [`RequestMemory`]; each frame gets an
 //! allocation of its own, so the batches it leaves in the cache pin nothing else; an idle
 //! connection keeps a 1 KiB buffer; a client that stops reading is closed after the write
 //! timeout, one that sends nothing after the idle timeout.
@@ -118,16 +118,22 @@ type InFlight = VecDeque<oneshot::Receiver<Finished>>;
 
 /// A connection's read buffer and the share of the request budget it holds.
 ///
-/// The buffer holds the bytes not yet taken as frames. Small frames are copied out of it
-/// into an allocation of their own; a frame bigger than a read chunk is read into a buffer
-/// that grows (at most doubling what has arrived) to exactly the frame's size and is then
-/// handed over whole, so big produces are not copied.
+/// The buffer holds the bytes not yet taken as frames, at most a read chunk of them for small
+/// frames: that chunk is the connection's own overhead (1 KiB while idle), not leased. Small
+/// frames are copied out of it into an allocation of their own, leased as they are taken. A
+/// frame bigger than a read chunk first takes its whole length from the budget — waiting, with
+/// nothing leased, while the budget is spent — and is then read into a buffer that grows (at
+/// most doubling what has arrived) to exactly the frame's size and is handed over whole, so
+/// big produces are not copied. Nobody waits for the budget while holding part of it, so
+/// connections cannot starve each other with half-read frames (they could, when each partial
+/// buffer was leased as it grew: all of them waiting to grow, none of them reading).
 struct ReadBuffer {
     buf: BytesMut,
     /// Size of `buf`'s allocation (its `capacity()` shrinks as frames are taken off the
-    /// front); the lease holds exactly this.
+    /// front).
     alloc: usize,
-    lease: Lease,
+    /// The budget of the big frame at the front, once taken.
+    frame_lease: Option<Lease>,
     memory: Arc<RequestMemory>,
 }
 
@@ -136,8 +142,21 @@ impl ReadBuffer {
         ReadBuffer {
             buf: BytesMut::new(),
             alloc: 0,
-            lease: Lease::empty(&memory),
+            frame_lease: None,
             memory,
+        }
+    }
+
+    /// The lease of the frame at the front, `len` bytes: the one taken before reading it,
+    /// or a new one (waiting for the budget).
+    async fn frame_lease(&mut self, len: usize) -> Lease {
+        match self.frame_lease.take() {
+            Some(lease) => lease,
+            None => {
+                let mut lease = Lease::empty(&self.memory);
+                lease.resize(len).await;
+                lease
+            }
         }
     }
 
@@ -155,33 +174,35 @@ impl ReadBuffer {
         if self.buf.len() < total {
             return Ok(Err(total));
         }
+        let lease = self.frame_lease(len).await;
         if self.buf.len() == total && self.alloc <= total + total / 8 {
             // The buffer is this frame (and little more): hand it over, no copy.
             let mut frame = std::mem::take(&mut self.buf);
             frame.advance(4);
-            let lease = self.lease.split(self.alloc);
             self.alloc = 0;
             return Ok(Ok((frame, lease)));
         }
-        let mut lease = Lease::empty(&self.memory);
-        lease.resize(len).await;
         let frame = BytesMut::from(&self.buf[4..total]);
         self.buf.advance(total);
         Ok(Ok((frame, lease)))
     }
 
-    /// Makes room to read toward a frame of `need` bytes, paying for growth from the budget
-    /// first (this waits while the budget is spent). `idle`: nothing in progress, so a
-    /// small buffer will do.
+    /// Makes room to read toward a frame of `need` bytes; a frame bigger than a read chunk
+    /// takes its budget first (this waits while the budget is spent). `idle`: nothing in
+    /// progress, so a small buffer will do.
     async fn reserve(&mut self, need: usize, idle: bool) {
         let have = self.buf.len();
         if have == 0 && idle && self.alloc > IDLE_CHUNK {
             // Give an idle connection's big buffer back.
             self.buf = BytesMut::new();
             self.alloc = 0;
-            self.lease.resize(0).await;
         }
         let target = if need > READ_CHUNK {
+            if self.frame_lease.is_none() {
+                let mut lease = Lease::empty(&self.memory);
+                lease.resize(need - 4).await;
+                self.frame_lease = Some(lease);
+            }
             need.min((2 * have).max(READ_CHUNK))
         } else if idle && have == 0 {
             IDLE_CHUNK
@@ -192,15 +213,10 @@ impl ReadBuffer {
             return;
         }
         let target = target.max(have + 1);
-        // The lease grows to the new size only: the old allocation goes right after the copy,
-        // with no await in between. (Leasing both would make a request near
-        // --max-request-bytes wait forever on its own share with the smallest allowed budget.)
-        self.lease.resize(target.max(self.alloc)).await;
         let mut grown = BytesMut::with_capacity(target);
         grown.extend_from_slice(&self.buf);
         self.buf = grown;
         self.alloc = target;
-        self.lease.resize(target).await;
     }
 
     /// Reads what arrives into the reserved room, at most up to `need` for a big frame.
