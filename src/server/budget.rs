@@ -109,16 +109,6 @@ impl Lease {
         }
         self.bytes = bytes;
     }
-
-    /// Moves `bytes` (at most what is held) into a lease of their own.
-    pub fn split(&mut self, bytes: usize) -> Lease {
-        let bytes = bytes.min(self.bytes);
-        self.bytes -= bytes;
-        Lease {
-            pool: self.pool.clone(),
-            bytes,
-        }
-    }
 }
 
 impl Drop for Lease {
@@ -138,8 +128,9 @@ mod tests {
             .spawn(|| async {
                 let pool = RequestMemory::new(100);
                 let mut a = Lease::empty(&pool);
-                a.resize(80).await;
-                let part = a.split(30);
+                a.resize(50).await;
+                let mut part = Lease::empty(&pool);
+                part.resize(30).await;
                 assert_eq!((a.bytes(), part.bytes(), pool.used()), (50, 30, 80));
                 let mut b = Lease::empty(&pool);
                 let p2 = pool.clone();
