@@ -8,11 +8,17 @@ use kafka_protocol::messages::produce_request::{
 };
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::{Encodable, StrBytes};
+use std::time::Instant;
+
+use futures::FutureExt;
+use kelp::partition::settle::Reserved;
 use kelp::partition::Partition;
 use kelp::protocol::fetch_response::{self, PartitionOut, TopicOut};
 use kelp::protocol::{produce_request, RequestHeader};
 use kelp::record::build::simple_batch;
 use kelp::record::ValidatedBatches;
+use kelp::storage::memory::MemoryStore;
+use kelp::storage::{Durability, PartitionStore};
 
 /// A Produce v9 body carrying one batch of `records` x `value_len` per partition.
 fn produce_body(partitions: i32, records: i32, value_len: usize) -> BytesMut {
@@ -55,7 +61,8 @@ fn bench_produce_path(c: &mut Criterion) {
     for (records, value_len) in [(100, 100), (16, 1024), (1000, 1024)] {
         let batch = simple_batch(records, value_len, 1_700_000_000_000);
         g.throughput(Throughput::Bytes(batch.len() as u64));
-        let mut part = Partition::new(uuid::Uuid::nil());
+        let store: std::rc::Rc<dyn PartitionStore> = std::rc::Rc::new(MemoryStore);
+        let mut part = Partition::new(uuid::Uuid::nil(), store.clone());
         let mut appended = 0usize;
         g.bench_function(
             format!("validate_crc_rewrite_append_{records}x{value_len}B"),
@@ -64,11 +71,16 @@ fn bench_produce_path(c: &mut Criterion) {
                     || batch.clone(),
                     |buf| {
                         let v = ValidatedBatches::validate(buf, 16 << 20).expect("valid");
-                        let roll = kelp::log::RollSettings {
-                            segment_bytes: 1 << 30,
-                            segment_ms: u64::MAX,
+                        // The shard's append on the memory engine: reserve, store, settle.
+                        let Ok(Reserved::Append { ticket, batches }) = part.reserve(v, false)
+                        else {
+                            panic!("a fresh append");
                         };
-                        appended += part.append(v, roll).expect("append").added;
+                        let stored = store
+                            .append(&batches, Durability::Stored, Instant::now())
+                            .now_or_never()
+                            .expect("the memory engine stores at once");
+                        appended += part.settle(ticket, stored).added;
                         if part.cached_bytes() > 256 << 20 {
                             part.evict_through(i64::MAX - 1);
                         }

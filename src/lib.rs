@@ -21,3 +21,4 @@ pub mod protocol;
 pub mod record;
 pub mod server;
 pub mod shard;
+pub mod storage;

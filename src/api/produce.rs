@@ -65,9 +65,9 @@ pub async fn handle(
         names.push(topic.name);
     }
 
-    // The connection may start its next request once the appends are queued, except on
-    // SeaweedMQ, where an append can wait before it takes its offsets.
-    let pipelined = ctx.shard.forwarder.is_none();
+    // The connection may start its next request once the appends are queued, when the
+    // storage engine keeps their order from there on.
+    let pipelined = ctx.shard.engine.pipelines_produce();
     let mut results = ctx
         .shard
         .scatter_ordered(items, || {

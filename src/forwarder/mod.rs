@@ -12,7 +12,6 @@
 pub mod client;
 pub mod filer_log;
 pub mod filer_offsets;
-pub mod offset_store;
 pub mod publisher;
 pub mod reads;
 pub mod records;

@@ -129,6 +129,15 @@ impl PartitionLog {
         Ticket { gen: s.gen, target }
     }
 
+    /// Asks the writer to sync through `target` in the round that writes it, so an acks=all
+    /// append's fdatasync starts with its write instead of after it is answered as stored.
+    pub fn want_sync(&self, target: i64) {
+        if self.policy == FsyncPolicy::Always {
+            let mut s = self.st.borrow_mut();
+            s.want_sync = s.want_sync.max(target);
+        }
+    }
+
     /// A ticket that completes once everything queued so far is written (for duplicates of
     /// batches that may still be queued).
     pub fn ticket_for_all(&self, reserved_end: i64) -> Ticket {

@@ -17,7 +17,6 @@ use super::scan::{Scanned, SegmentScan, SCAN_CHUNK};
 use super::segment::{self, parse_log_name, Segment};
 use super::LogError;
 use crate::config::FsyncPolicy;
-use crate::partition::producer_state::ProducerStates;
 use crate::record::batch::BatchHeader;
 
 /// File holding the log start offset moved by DeleteRecords (decimal text).
@@ -30,7 +29,6 @@ pub struct Recovered {
     pub next_offset: i64,
     /// (largest batch max timestamp, base offset of that batch), or (-1, -1).
     pub max_timestamp: (i64, i64),
-    pub producers: ProducerStates,
 }
 
 /// Reads one segment file through [`SegmentScan`], which decides what is intact.
@@ -59,11 +57,13 @@ async fn scan_segment(
     Ok(out)
 }
 
-/// Recovers the partition in `dir` (which exists).
+/// Recovers the partition in `dir` (which exists); `visit` sees the header of every batch
+/// kept, in offset order.
 pub async fn recover(
     dir: PathBuf,
     policy: FsyncPolicy,
     roll: RollSettings,
+    visit: &mut dyn FnMut(&BatchHeader),
 ) -> Result<Recovered, LogError> {
     let entries = std::fs::read_dir(&dir)
         .map_err(|e| LogError::Recovery(format!("listing {}: {e}", dir.display())))?;
@@ -73,7 +73,6 @@ pub async fn recover(
         .collect();
     bases.sort_unstable();
 
-    let mut producers = ProducerStates::default();
     let mut max_ts = (-1i64, -1i64);
     let mut segments = Vec::new();
     let mut next = bases.first().copied().unwrap_or(0);
@@ -86,7 +85,7 @@ pub async fn recover(
             continue;
         }
         let mut on_batch = |h: &BatchHeader| {
-            producers.record(h);
+            visit(h);
             if h.max_timestamp > max_ts.0 {
                 max_ts = (h.max_timestamp, h.base_offset);
             }
@@ -131,7 +130,6 @@ pub async fn recover(
         log_start,
         next_offset: next,
         max_timestamp: max_ts,
-        producers,
     })
 }
 
@@ -196,7 +194,9 @@ mod tests {
             drop(log);
 
             // Recovery finds everything; then a torn last batch is cut off.
-            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+                .await
+                .unwrap();
             assert_eq!(r.next_offset, 120);
             drop(r);
             let mut segs: Vec<_> = std::fs::read_dir(&d)
@@ -209,7 +209,9 @@ mod tests {
             let len = std::fs::metadata(last).unwrap().len();
             let f = std::fs::OpenOptions::new().write(true).open(last).unwrap();
             f.set_len(len - 5).unwrap();
-            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+                .await
+                .unwrap();
             assert_eq!(r.next_offset, 117);
             // Appends continue right after the intact prefix.
             let t = r.log.enqueue(batches(117, 1), roll);
@@ -235,7 +237,9 @@ mod tests {
         };
         let d = dir.clone();
         glommio::LocalExecutor::default().run(async move {
-            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+                .await
+                .unwrap();
             assert_eq!(r.next_offset, 6);
             assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
             // Lookups by timestamp run over what is left, and find nothing past it.
@@ -248,7 +252,9 @@ mod tests {
             let t = r.log.enqueue(batches(6, 1), roll);
             r.log.wait(t, true).await.unwrap();
             drop(r);
-            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+                .await
+                .unwrap();
             assert_eq!(r.next_offset, 9);
         });
         std::fs::remove_dir_all(&dir).unwrap();

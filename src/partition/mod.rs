@@ -1,17 +1,17 @@
 //! One partition's state on its owning shard: offsets, the batch cache, idempotent-producer
-//! sequence state and fetch waiters.
+//! sequence state, fetch waiters, and the [`PartitionStore`] behind the cache.
 //!
 //! Lives only on the shard that owns the partition and is never shared across threads.
-//! With local storage, appends are reserved here (offsets and producer sequences), queued on
-//! the partition's [`PartitionLog`], and become visible (cache, high watermark) only once
-//! written: [`Partition::commit_written`]. Called by `shard/`; calls `record/` for batch
-//! headers and `log/` for the durable log.
+//! Appends are reserved here (offsets predicted, producer sequences checked) and become
+//! visible (cache, high watermark) once the store settles them, in reservation order
+//! ([`settle`]). The partition does not know which engine its store belongs to; it asks the
+//! store's capabilities. Called by `shard/`; calls `record/` for batch headers and
+//! `storage/` through the store.
 
 pub mod cache;
 pub mod producer_state;
-pub mod remote;
+pub mod settle;
 
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -19,26 +19,33 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 use crate::error::KelpError;
-use crate::log::recovery::Recovered;
-use crate::log::{PartitionLog, RollSettings, Ticket};
-use crate::record::batch::{first_offset_at_or_after, BatchHeader, ValidatedBatches};
+use crate::record::batch::{first_offset_at_or_after, BatchHeader};
+use crate::storage::{PartitionStore, Recovered};
 use cache::BatchCache;
-use producer_state::{ProducerStates, SeqCheck};
+use producer_state::ProducerStates;
 
 /// Special ListOffsets timestamps (KIP-734, KIP-405).
 pub mod timestamp {
+    /// The high watermark.
     pub const LATEST: i64 = -1;
+    /// The log start offset.
     pub const EARLIEST: i64 = -2;
+    /// The offset of the record with the largest timestamp.
     pub const MAX_TIMESTAMP: i64 = -3;
+    /// The first offset stored locally (tiered storage): the log start here.
     pub const EARLIEST_LOCAL: i64 = -4;
 }
 
 /// What a read returned.
 #[derive(Debug, Default)]
 pub struct ReadOut {
+    /// Whole batches, in offset order.
     pub batches: Vec<Bytes>,
+    /// Their total size.
     pub bytes: usize,
+    /// The partition's high watermark at the time of the read.
     pub high_watermark: i64,
+    /// The partition's log start offset at the time of the read.
     pub log_start_offset: i64,
 }
 
@@ -54,25 +61,6 @@ impl ReadOut {
     }
 }
 
-/// Result of an append: base offset, bytes added to the cache and, with local storage, what
-/// to wait for before answering.
-pub struct Appended {
-    pub base: i64,
-    pub added: usize,
-    pub wait: Option<(Rc<PartitionLog>, Ticket)>,
-}
-
-/// The durable side of a partition with local storage.
-struct Durable {
-    log: Rc<PartitionLog>,
-    /// Reserved batches not yet written, oldest first.
-    pending: VecDeque<(BatchHeader, Bytes)>,
-    /// Producer state of the written batches only, to roll back to when a write fails.
-    committed_producers: ProducerStates,
-    /// Log generation this state matches (a failed write bumps the log's).
-    generation: u64,
-}
-
 /// A partition on its owning shard.
 pub struct Partition {
     /// Id of the topic incarnation this state belongs to (a re-created topic gets a new id).
@@ -80,30 +68,32 @@ pub struct Partition {
     log_start: i64,
     /// Next offset to assign.
     next_offset: i64,
-    /// High watermark: offsets below it are written and readable. Equals `next_offset` for
-    /// memory storage; trails it while local appends are queued.
+    /// High watermark: offsets below it are stored and readable. Trails `next_offset` while
+    /// appends wait for their store.
     hw: i64,
-    durable: Option<Durable>,
-    /// SeaweedMQ storage state (`--storage seaweedmq`).
-    remote: Option<remote::Remote>,
+    store: Rc<dyn PartitionStore>,
+    /// Appends reserved and not yet settled, and what settling needs.
+    queue: settle::Queue,
     cache: BatchCache,
     appended: event_listener::Event,
     /// Largest batch max timestamp seen and the batch's base offset.
     max_timestamp: (i64, i64),
+    /// When the last append was reserved.
     pub last_append: Option<Instant>,
     producers: ProducerStates,
 }
 
 impl Partition {
-    /// Empty partition state for a topic incarnation.
-    pub fn new(topic_id: Uuid) -> Self {
+    /// Empty partition state for a topic incarnation, stored in `store`. Offsets start at 0,
+    /// or are learned from the store first when it keeps its own.
+    pub fn new(topic_id: Uuid, store: Rc<dyn PartitionStore>) -> Self {
         Partition {
             topic_id,
             log_start: 0,
             next_offset: 0,
             hw: 0,
-            durable: None,
-            remote: None,
+            queue: settle::Queue::new(store.learns_offsets()),
+            store,
             cache: BatchCache::default(),
             appended: event_listener::Event::new(),
             max_timestamp: (-1, -1),
@@ -112,36 +102,22 @@ impl Partition {
         }
     }
 
-    /// Empty partition state backed by a (new) durable log.
-    pub fn new_local(topic_id: Uuid, log: Rc<PartitionLog>) -> Self {
-        let mut p = Partition::new(topic_id);
-        p.durable = Some(Durable {
-            generation: log.generation(),
-            log,
-            pending: VecDeque::new(),
-            committed_producers: ProducerStates::default(),
-        });
-        p
-    }
-
-    /// Partition state recovered from its log at start-up.
-    pub fn from_recovered(topic_id: Uuid, r: Recovered) -> Self {
-        let log = Rc::new(r.log);
-        let mut p = Partition::new_local(topic_id, log);
+    /// Partition state found in its store at start-up, with the producer state rebuilt from
+    /// its batches.
+    pub fn from_recovered(r: Recovered, producers: ProducerStates) -> Self {
+        let mut p = Partition::new(r.topic_id, r.store);
         p.log_start = r.log_start;
         p.next_offset = r.next_offset;
         p.hw = r.next_offset;
         p.max_timestamp = r.max_timestamp;
-        if let Some(d) = &mut p.durable {
-            d.committed_producers = r.producers.clone();
-        }
-        p.producers = r.producers;
+        p.queue.committed_producers = producers.clone();
+        p.producers = producers;
         p
     }
 
-    /// The durable log, with local storage.
-    pub fn log(&self) -> Option<&Rc<PartitionLog>> {
-        self.durable.as_ref().map(|d| &d.log)
+    /// The store behind the cache.
+    pub fn store(&self) -> &Rc<dyn PartitionStore> {
+        &self.store
     }
 
     /// High watermark (offsets below it are readable).
@@ -159,58 +135,6 @@ impl Partition {
         self.cache.bytes()
     }
 
-    /// Checks idempotent producers' sequences, assigns offsets to validated batches, caches
-    /// them and wakes fetch waiters. Returns the base offset of the first batch and the bytes
-    /// added; a retried duplicate returns its original base offset and adds nothing.
-    /// With local storage the batches are queued on the log instead and become visible in
-    /// [`Partition::commit_written`]; the result says what to wait for.
-    pub fn append(
-        &mut self,
-        batches: ValidatedBatches,
-        roll: RollSettings,
-    ) -> Result<Appended, KelpError> {
-        self.sync_generation();
-        if let SeqCheck::Duplicate(original) = self.producers.check_all(batches.headers())? {
-            // The original may still be queued: answer once everything reserved is written.
-            let wait = self
-                .durable
-                .as_ref()
-                .map(|d| (d.log.clone(), d.log.ticket_for_all(self.next_offset)));
-            return Ok(Appended {
-                base: original,
-                added: 0,
-                wait,
-            });
-        }
-        let base = self.next_offset;
-        let assigned = batches.assign_offsets(base);
-        for (h, _) in &assigned {
-            self.producers.record(h);
-            self.next_offset = h.last_offset() + 1;
-        }
-        self.last_append = Some(Instant::now());
-        if let Some(d) = &mut self.durable {
-            d.pending.extend(assigned.iter().cloned());
-            let ticket = d.log.enqueue(assigned, roll);
-            return Ok(Appended {
-                base,
-                added: 0,
-                wait: Some((d.log.clone(), ticket)),
-            });
-        }
-        let mut added = 0;
-        for (h, data) in assigned {
-            added += data.len();
-            self.make_visible(&h, data);
-        }
-        self.appended.notify(usize::MAX);
-        Ok(Appended {
-            base,
-            added,
-            wait: None,
-        })
-    }
-
     fn make_visible(&mut self, h: &BatchHeader, data: Bytes) {
         if h.max_timestamp > self.max_timestamp.0 {
             self.max_timestamp = (h.max_timestamp, h.base_offset);
@@ -218,53 +142,6 @@ impl Partition {
         self.hw = h.last_offset() + 1;
         self.cache
             .push(h.base_offset, h.last_offset(), h.max_timestamp, data);
-    }
-
-    /// Moves queued batches the log has written into the cache and past the high watermark,
-    /// waking fetchers. Returns the bytes added to the cache.
-    pub fn commit_written(&mut self) -> usize {
-        let Some(d) = &mut self.durable else {
-            return 0;
-        };
-        let written = d.log.written_end();
-        let mut ready = Vec::new();
-        while d
-            .pending
-            .front()
-            .is_some_and(|(h, _)| h.last_offset() < written)
-        {
-            if let Some((h, data)) = d.pending.pop_front() {
-                d.committed_producers.record(&h);
-                ready.push((h, data));
-            }
-        }
-        let mut added = 0;
-        for (h, data) in ready {
-            added += data.len();
-            self.make_visible(&h, data);
-        }
-        if added > 0 {
-            self.appended.notify(usize::MAX);
-        }
-        added
-    }
-
-    /// After a failed log write, forgets the reservations that were never written: offsets
-    /// and producer sequences go back to what the log holds, so retries get the same ones.
-    fn sync_generation(&mut self) {
-        let Some(gen) = self.durable.as_ref().map(|d| d.log.generation()) else {
-            return;
-        };
-        if self.durable.as_ref().is_some_and(|d| d.generation == gen) {
-            return;
-        }
-        self.commit_written();
-        if let Some(d) = &mut self.durable {
-            d.pending.clear();
-            d.generation = gen;
-            self.producers = d.committed_producers.clone();
-            self.next_offset = self.hw;
-        }
     }
 
     /// Moves the log start to `offset` (DeleteRecords, retention): older cached batches go.
@@ -277,24 +154,25 @@ impl Partition {
         self.cache.drop_below(self.log_start)
     }
 
-    /// Whether reading `offset` needs the log: it is below what the cache holds.
-    pub fn cold_log(&self, offset: i64) -> Option<Rc<PartitionLog>> {
-        let d = self.durable.as_ref()?;
-        if offset < self.log_start || offset >= self.hw {
-            return None;
+    /// Whether reading `offset` needs the store: readable, but older than the cache.
+    pub fn cold(&self, offset: i64) -> bool {
+        if !self.store.keeps_evicted() || offset < self.log_start || offset >= self.hw {
+            return false;
         }
-        match self.cache.first_base() {
-            Some(first) if offset >= first => None,
-            _ => Some(d.log.clone()),
-        }
+        self.cache.first_base().is_none_or(|first| offset < first)
     }
 
-    /// Drops the cached batches up to and including offset `through`; with no storage
-    /// behind the cache, their offsets become unreadable and the log start moves past them
-    /// (with a log or SeaweedMQ, they are read from there). Returns the bytes freed.
+    /// First offset the cache holds, if any.
+    pub fn cache_start(&self) -> Option<i64> {
+        self.cache.first_base()
+    }
+
+    /// Drops the cached batches up to and including offset `through`; when the store does
+    /// not keep them, their offsets become unreadable and the log start moves past them
+    /// (otherwise they are read from the store). Returns the bytes freed.
     pub fn evict_through(&mut self, through: i64) -> usize {
         let freed = self.cache.drop_below(through.saturating_add(1));
-        if freed > 0 && self.durable.is_none() && self.remote.is_none() {
+        if freed > 0 && !self.store.keeps_evicted() {
             let first = self.cache.first_base().unwrap_or(self.hw);
             self.log_start = self.log_start.max(first.min(through.saturating_add(1)));
         }
@@ -382,15 +260,29 @@ impl Partition {
 mod tests {
     use super::*;
     use crate::record::batch::tests::{make_batch, make_producer_batch};
-
-    const ROLL: RollSettings = RollSettings {
-        segment_bytes: 1 << 30,
-        segment_ms: u64::MAX,
-    };
+    use crate::record::ValidatedBatches;
+    use crate::storage::memory::MemoryStore;
+    use settle::Reserved;
 
     impl Partition {
-        fn append_mem(&mut self, b: ValidatedBatches) -> Result<(i64, usize), KelpError> {
-            self.append(b, ROLL).map(|a| (a.base, a.added))
+        /// Reserves and settles an append as the memory engine stores it: at once, at the
+        /// predicted offsets. Returns (base offset, bytes cached).
+        pub(crate) fn append_now(
+            &mut self,
+            b: ValidatedBatches,
+        ) -> Result<(i64, usize), KelpError> {
+            match self.reserve(b, false)? {
+                Reserved::Duplicate(original) => Ok((original, 0)),
+                Reserved::Behind { .. } => unreachable!("not asked to wait"),
+                Reserved::Append { ticket, batches } => {
+                    let base = batches[0].0.base_offset;
+                    let out = batches
+                        .iter()
+                        .map(|(h, _)| Ok((h.base_offset, h.last_offset())))
+                        .collect();
+                    Ok((base, self.settle(ticket, out).added))
+                }
+            }
         }
     }
 
@@ -398,11 +290,15 @@ mod tests {
         ValidatedBatches::validate(make_batch(n, ts), 1 << 20).unwrap()
     }
 
+    fn memory() -> Partition {
+        Partition::new(Uuid::nil(), Rc::new(MemoryStore))
+    }
+
     #[test]
     fn append_read_evict() {
-        let mut p = Partition::new(Uuid::nil());
-        assert_eq!(p.append_mem(validated(3, 100)).unwrap().0, 0);
-        assert_eq!(p.append_mem(validated(2, 200)).unwrap().0, 3);
+        let mut p = memory();
+        assert_eq!(p.append_now(validated(3, 100)).unwrap().0, 0);
+        assert_eq!(p.append_now(validated(2, 200)).unwrap().0, 3);
         assert_eq!(p.high_watermark(), 5);
         let r = p.read(0, 1 << 20).unwrap();
         assert_eq!(r.batches.len(), 2);
@@ -418,9 +314,11 @@ mod tests {
         assert_eq!(p.offset_for_timestamp(101).1, 1);
         assert_eq!(p.offset_for_timestamp(timestamp::MAX_TIMESTAMP), (201, 4));
         assert_eq!(p.offset_for_timestamp(9999), (-1, -1));
+        // Nothing keeps evicted records of the memory engine: the log start moves past them.
         assert!(p.evict_through(2) > 0);
         assert_eq!(p.log_start_offset(), 3);
         assert!(p.read(0, 10).is_err());
+        assert!(!p.cold(0) && !p.cold(3));
         assert_eq!(p.offset_for_timestamp(timestamp::EARLIEST), (-1, 3));
     }
 
@@ -429,18 +327,18 @@ mod tests {
         let batch = |epoch, seq| {
             ValidatedBatches::validate(make_producer_batch(2, 0, 9, epoch, seq), 1 << 20).unwrap()
         };
-        let mut p = Partition::new(Uuid::nil());
-        assert_eq!(p.append_mem(validated(1, 0)).unwrap().0, 0);
-        assert_eq!(p.append_mem(batch(0, 0)).unwrap().0, 1);
-        assert_eq!(p.append_mem(batch(0, 2)).unwrap().0, 3);
+        let mut p = memory();
+        assert_eq!(p.append_now(validated(1, 0)).unwrap().0, 0);
+        assert_eq!(p.append_now(batch(0, 0)).unwrap().0, 1);
+        assert_eq!(p.append_now(batch(0, 2)).unwrap().0, 3);
         // A retry of the first batch is acknowledged with its original offset, not re-appended.
-        assert_eq!(p.append_mem(batch(0, 0)).unwrap(), (1, 0));
+        assert_eq!(p.append_now(batch(0, 0)).unwrap(), (1, 0));
         assert_eq!(p.high_watermark(), 5);
-        let gap = p.append_mem(batch(0, 9)).unwrap_err();
+        let gap = p.append_now(batch(0, 9)).unwrap_err();
         assert_eq!(gap.code(), crate::error::code::OUT_OF_ORDER_SEQUENCE_NUMBER);
         // A bumped epoch restarts at sequence 0 and fences the old epoch.
-        assert_eq!(p.append_mem(batch(1, 0)).unwrap().0, 5);
-        let fenced = p.append_mem(batch(0, 4)).unwrap_err();
+        assert_eq!(p.append_now(batch(1, 0)).unwrap().0, 5);
+        let fenced = p.append_now(batch(0, 4)).unwrap_err();
         assert_eq!(fenced.code(), crate::error::code::INVALID_PRODUCER_EPOCH);
         assert_eq!(p.high_watermark(), 7);
     }

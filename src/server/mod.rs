@@ -17,11 +17,7 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement, PoolPlacement};
 
-use crate::cluster::Cluster;
-use crate::config::{Config, StorageKind};
-use crate::forwarder::offset_store::FilerOffsetStore;
-use crate::group::{InMemoryOffsetStore, OffsetStore};
-use crate::log::offsets_store::{offsets_path, DurableOffsetStore};
+use crate::config::Config;
 use crate::metrics::{self, Registry};
 use crate::shard::{Shard, ShardMsg};
 
@@ -121,27 +117,8 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     drop((probe, shard_probes));
 
     let config = Arc::new(config);
-    let cluster = Arc::new(match config.storage {
-        // SeaweedMQ holds the topics; the forwarder publishes them in the metadata.
-        StorageKind::Memory | StorageKind::Seaweedmq => Cluster::new(&config, cores.len()),
-        StorageKind::Local => {
-            crate::log::prepare_data_dir(&config.data_dir)
-                .context("cannot use the data directory")?;
-            Cluster::with_persistence(
-                &config,
-                cores.len(),
-                crate::log::meta::topics_path(&config.data_dir),
-            )
-            .context("cannot load topic metadata")?
-        }
-    });
-    let forwarder = match config.storage {
-        StorageKind::Seaweedmq => Some(
-            crate::forwarder::start(config.clone(), cluster.clone())
-                .context("cannot use SeaweedMQ")?,
-        ),
-        _ => None,
-    };
+    // The one place the storage engine is chosen; nothing after this asks which one runs.
+    let crate::storage::Storage { cluster, engine } = crate::storage::select(&config, cores.len())?;
     let mesh = MeshBuilder::<ShardMsg, _>::full(cores.len(), MESH_CHANNEL_SIZE);
     let registry = Arc::new(Registry::default());
     let request_memory = budget::RequestMemory::new(config.queued_max_request_bytes);
@@ -149,9 +126,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     registry.register_request_memory(Arc::new(move || {
         (gauge.used() as u64, gauge.limit() as u64)
     }));
-    if let Some(f) = &forwarder {
-        registry.register_forwarder(f.stats.clone());
-    }
+    engine.register_metrics(&registry);
     if let Some(addr) = config.metrics_addr {
         let bound = metrics::http::spawn(addr, registry.clone())
             .with_context(|| format!("cannot serve metrics on {addr}"))?;
@@ -162,13 +137,13 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     let mut handles = Vec::with_capacity(cores.len());
     for &core in &cores {
         let memory = request_memory.clone();
-        let (registry, config, cluster, mesh, ready, forwarder) = (
+        let (registry, config, cluster, mesh, ready, engine) = (
             registry.clone(),
             config.clone(),
             cluster.clone(),
             mesh.clone(),
             ready_tx.clone(),
-            forwarder.clone(),
+            engine.clone(),
         );
         let pool = PoolPlacement::Custom(vec![
             CpuSet::online()
@@ -190,30 +165,12 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                         return;
                     }
                 };
-                let offsets: Rc<dyn OffsetStore> = match (config.storage, &forwarder) {
-                    (StorageKind::Seaweedmq, Some(fwd)) => {
-                        let (me, count) = (senders.peer_id(), senders.nr_consumers().max(1));
-                        let owns = |g: &str| crate::shard::routing::group_owner(g, count) == me;
-                        match FilerOffsetStore::open(fwd.clone(), owns).await {
-                            Ok(s) => Rc::new(s),
-                            Err(e) => {
-                                let _ = ready.send(Err(anyhow::anyhow!("group offsets: {e}")));
-                                return;
-                            }
-                        }
-                    }
-                    (StorageKind::Memory | StorageKind::Seaweedmq, _) => {
-                        Rc::new(InMemoryOffsetStore::default())
-                    }
-                    (StorageKind::Local, _) => {
-                        let path = offsets_path(&config.data_dir, senders.peer_id());
-                        match DurableOffsetStore::open(&path).await {
-                            Ok(s) => Rc::new(s),
-                            Err(e) => {
-                                let _ = ready.send(Err(anyhow::anyhow!("group offsets: {e}")));
-                                return;
-                            }
-                        }
+                let (me, count) = (senders.peer_id(), senders.nr_consumers().max(1));
+                let offsets = match engine.offset_store(me, count).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
                     }
                 };
                 let shard = Rc::new(Shard::new(
@@ -222,7 +179,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                     senders,
                     core,
                     offsets,
-                    forwarder,
+                    engine.clone(),
                 ));
                 registry.register(shard.stats.clone());
                 if let Err(e) = shard.recover_partitions().await {
@@ -252,9 +209,12 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 let _ = ready.send(Ok(shard.id));
                 glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
                 glommio::spawn_local(shard.clone().run_group_timers()).detach();
-                if config.storage == StorageKind::Local {
-                    glommio::spawn_local(shard.clone().run_retention()).detach();
-                    glommio::spawn_local(shard.clone().run_fsync_timer()).detach();
+                let background = engine.background();
+                if let Some(every) = background.retention_every {
+                    glommio::spawn_local(shard.clone().run_retention(every)).detach();
+                }
+                if let Some(every) = background.flush_every {
+                    glommio::spawn_local(shard.clone().run_flush(every)).detach();
                 }
                 let accept = futures::future::join(
                     connection::accept_loop(shard.clone(), listener, memory.clone()),
@@ -305,8 +265,6 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
             tracing::error!(error = %e, "shard exited with an error");
         }
     }
-    if let Some(f) = forwarder {
-        f.drain(Duration::from_secs(10));
-    }
+    engine.shutdown(Duration::from_secs(10));
     Ok(())
 }

@@ -4,13 +4,14 @@
 //! Requests arrive from `server/connection`; partition work runs here when this shard owns the
 //! partition, or is shipped over glommio's channel mesh to the owner ([`Shard::scatter`]).
 //! Group requests go to the group's coordinator shard the same way ([`Shard::group_call`]).
-//! Calls `partition/` for state, `group/` for coordination and `cluster/` for the shared
+//! Calls `partition/` for state, `storage/` (through the [`Engine`] chosen at start-up) for
+//! what lies behind the cache, `group/` for coordination and `cluster/` for the shared
 //! metadata snapshot.
 
 pub mod ops;
-pub mod remote;
 pub mod routing;
 pub mod storage;
+pub mod topics;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -24,13 +25,11 @@ use glommio::channels::channel_mesh::{Receivers, Senders};
 
 use crate::cluster::Cluster;
 use crate::config::Config;
-use crate::config::StorageKind;
 use crate::error::KelpError;
-use crate::forwarder::ForwarderHandle;
 use crate::group::{Coordinator, GroupConfig, GroupReply, GroupRequest, OffsetStore};
-use crate::log::{PartitionLog, RollSettings};
 use crate::metrics::ShardStats;
 use crate::partition::Partition;
+use crate::storage::Engine;
 use ops::WaitItem;
 pub use ops::{Op, ShardMsg};
 
@@ -57,22 +56,23 @@ pub struct Shard {
     pub groups: Coordinator,
     /// Counters and latencies exported on `--metrics-addr`.
     pub stats: Arc<ShardStats>,
-    /// The SeaweedMQ forwarder, with `--storage seaweedmq`.
-    pub forwarder: Option<Arc<ForwarderHandle>>,
+    /// The storage engine behind the caches, chosen at start-up.
+    pub engine: Arc<dyn Engine>,
 }
 
 /// How often group timers (sessions, rebalance delays and timeouts) are checked.
 const GROUP_TICK: Duration = Duration::from_millis(50);
 
 impl Shard {
-    /// State for the shard at mesh position `peers.peer_id()`, with its group offsets store.
+    /// State for the shard at mesh position `peers.peer_id()`, with its group offsets store
+    /// and the storage engine.
     pub fn new(
         config: Arc<Config>,
         cluster: Arc<Cluster>,
         peers: Senders<ShardMsg>,
         core: usize,
         offsets: Rc<dyn OffsetStore>,
-        forwarder: Option<Arc<ForwarderHandle>>,
+        engine: Arc<dyn Engine>,
     ) -> Self {
         Shard {
             stats: Arc::new(ShardStats::new(peers.peer_id(), core)),
@@ -85,7 +85,7 @@ impl Shard {
             cached_bytes: Cell::new(0),
             peers,
             connections: Cell::new(0),
-            forwarder,
+            engine,
             groups: Coordinator::new(
                 GroupConfig {
                     initial_rebalance_delay: Duration::from_millis(
@@ -139,9 +139,7 @@ impl Shard {
         if p.topic_id != meta.id {
             let freed = p.cached_bytes();
             p.wake_all();
-            if let Some(log) = p.log() {
-                log.remove_all();
-            }
+            p.store().remove();
             *p = self.new_partition(topic, partition, &meta);
             self.set_cached(self.cached_bytes.get() - freed);
         }
@@ -155,36 +153,7 @@ impl Shard {
         partition: i32,
         meta: &crate::cluster::TopicMeta,
     ) -> Partition {
-        match self.config.storage {
-            StorageKind::Memory => Partition::new(meta.id),
-            StorageKind::Seaweedmq => Partition::new_remote(meta.id),
-            StorageKind::Local => Partition::new_local(
-                meta.id,
-                Rc::new(PartitionLog::new(
-                    crate::log::partition_dir(&self.config.data_dir, topic, partition),
-                    self.config.fsync,
-                    Vec::new(),
-                    self.roll_settings(meta),
-                )),
-            ),
-        }
-    }
-
-    /// Segment roll settings of a topic: its overrides, else the broker defaults.
-    pub fn roll_settings(&self, meta: &crate::cluster::TopicMeta) -> RollSettings {
-        let get = |k: &str| meta.configs.get(k).and_then(|v| v.parse::<i64>().ok());
-        RollSettings {
-            segment_bytes: get("segment.bytes")
-                .filter(|&b| b > 0)
-                .map_or(self.config.segment_bytes, |b| b as u64),
-            segment_ms: get("segment.ms")
-                .or_else(|| {
-                    crate::cluster::topic_config::default_of("segment.ms")
-                        .and_then(|v| v.parse().ok())
-                })
-                .filter(|&ms| ms > 0)
-                .map_or(u64::MAX, |ms| ms as u64),
-        }
+        Partition::new(meta.id, self.engine.open(topic, partition, meta))
     }
 
     /// Accounts `added` cache bytes of a partition and enforces the cache budget.
@@ -235,9 +204,7 @@ impl Shard {
             if t == topic {
                 freed += p.cached_bytes();
                 p.wake_all();
-                if let Some(log) = p.log() {
-                    log.remove_all();
-                }
+                p.store().remove();
                 false
             } else {
                 true

@@ -1,25 +1,61 @@
-//! The shard's partition data operations that may wait for the durable log: appends (with
-//! the acks/fsync rules), cold reads, timestamp lookups, DeleteRecords, start-up recovery,
-//! retention and the interval fsync timer.
+//! The shard's partition operations that may wait for the store behind the cache: appends
+//! (reserve → store → settle in order → persist for acks=all), reads below the cache,
+//! timestamp lookups, DeleteRecords, start-up recovery, retention and the periodic flush.
 //!
-//! Runs on the owning shard only. Calls `partition/` for state and `log/` for the disk;
-//! never holds a borrow of the partition map across an await.
+//! Runs on the owning shard only. Calls `partition/` for state and the partitions'
+//! [`crate::storage::PartitionStore`]s for everything stored; never holds a borrow of the
+//! partition map across an await, and never asks which engine runs.
 
+use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::ops::{ColdBudget, OffsetsItem, OffsetsOut, ProduceOut, ReadItem, ReadResult};
 use super::Shard;
-use crate::config::{FsyncPolicy, StorageKind};
 use crate::error::KelpError;
-use crate::log::recovery::{self, LOG_START_FILE};
-use crate::log::retention::{self, Retention, SealedSegment};
-use crate::partition::Partition;
+use crate::partition::producer_state::ProducerStates;
+use crate::partition::settle::Reserved;
+use crate::partition::{Partition, ReadOut};
 use crate::record::ValidatedBatches;
+use crate::storage::Durability;
+
+/// How long a Fetch or ListOffsets waits for the offsets of a partition whose store keeps
+/// them (SeaweedMQ, after a timed-out produce or a restart) while the store cannot answer,
+/// before KAFKA_STORAGE_ERROR. Neither request has a timeout of its own to use (Fetch's max
+/// wait belongs to the API layer); 500 ms is the clients' default fetch max wait. Java and
+/// librdkafka consumers take KAFKA_STORAGE_ERROR as "leader unavailable": they refresh the
+/// metadata and back off, where an unexpected code (REQUEST_TIMED_OUT) would fail the Java
+/// consumer's poll.
+const READ_SYNC_WAIT: Duration = Duration::from_millis(500);
+/// How long the periodic check for others' records may hold up a fetch at the end of a
+/// partition; a failed check is ignored.
+const REFRESH_WAIT: Duration = Duration::from_millis(250);
 
 impl Shard {
-    /// Appends validated batches to an owned partition. With local storage, answers once the
-    /// batches are written — and, for acks=-1 under `--fsync always`, synced.
+    /// Learns a partition's offsets from its store when the store keeps them and they are
+    /// unknown (or, with `stale_after`, older than that). While the store cannot answer it
+    /// retries until `deadline`, then this fails with [`KelpError::StorageUnavailable`].
+    async fn sync_offsets(
+        &self,
+        topic: &str,
+        partition: i32,
+        stale_after: Option<Duration>,
+        deadline: Instant,
+    ) -> Result<(), KelpError> {
+        let store = self.with_partition(topic, partition, |p| {
+            p.needs_sync(stale_after).then(|| p.store().clone())
+        })?;
+        let Some(store) = store else {
+            return Ok(());
+        };
+        let range = store.range(deadline).await?;
+        let freed = self.with_partition(topic, partition, |p| p.sync_offsets(range))?;
+        self.set_cached(self.cached_bytes.get().saturating_sub(freed));
+        Ok(())
+    }
+
+    /// Appends validated batches to an owned partition and answers with the base offset and
+    /// log start: once the store has them, and for acks=-1 once it has persisted them.
     pub async fn append(
         &self,
         topic: &str,
@@ -28,45 +64,135 @@ impl Shard {
         acks: i16,
         timeout: Duration,
     ) -> ProduceOut {
-        if self.forwarder.is_some() {
-            return self.append_remote(topic, partition, batches, timeout).await;
-        }
-        let meta = self
-            .cluster
-            .topic(topic)
-            .ok_or(KelpError::UnknownTopicOrPartition)?;
-        let roll = self.roll_settings(&meta);
-        let appended = self.with_partition(topic, partition, |p| p.append(batches, roll))??;
-        self.cached(topic, partition, appended.added);
-        let Some((log, ticket)) = appended.wait else {
-            let log_start = self.with_partition(topic, partition, |p| p.log_start_offset())?;
-            return Ok((appended.base, log_start));
+        let deadline = Instant::now() + timeout;
+        // The produce's own timeout bounds every wait, the offset lookup included: while the
+        // store cannot answer (stopped, moving) the lookup is retried until the deadline, and
+        // the produce then answers REQUEST_TIMED_OUT, which producers retry after their
+        // backoff. Nothing was stored, so nothing is acknowledged.
+        crate::deadline::until(
+            self.sync_offsets(topic, partition, None, deadline),
+            deadline,
+        )
+        .await
+        .unwrap_or(Err(KelpError::RequestTimedOut))
+        .map_err(KelpError::timed_out_if_transient)?;
+        let durability = if acks == -1 {
+            Durability::Persisted
+        } else {
+            Durability::Stored
         };
-        let res = log.wait(ticket, acks == -1).await;
-        // Whatever was written becomes visible, whether or not this append made it.
-        let (added, log_start) = self.with_partition(topic, partition, |p| {
-            (p.commit_written(), p.log_start_offset())
-        })?;
-        self.cached(topic, partition, added);
-        match res {
-            Ok(()) => Ok((appended.base, log_start)),
-            Err(e) => {
-                tracing::warn!(topic, partition, error = %e, "produce failed: not acknowledged");
-                Err(e.into())
+        let mut batches = batches;
+        let mut wait_behind = true;
+        let (ticket, assigned, store) = loop {
+            let (reserved, store) = self.with_partition(topic, partition, |p| {
+                p.reserve(batches, wait_behind)
+                    .map(|r| (r, p.store().clone()))
+            })??;
+            match reserved {
+                Reserved::Append { ticket, batches } => break (ticket, batches, store),
+                Reserved::Duplicate(original) => {
+                    // The original is stored; acks=all also wants it persisted.
+                    if durability == Durability::Persisted {
+                        let hw = self.with_partition(topic, partition, |p| p.high_watermark())?;
+                        store.persist(hw).await?;
+                    }
+                    let log_start =
+                        self.with_partition(topic, partition, |p| p.log_start_offset())?;
+                    return Ok((original, log_start));
+                }
+                Reserved::Behind {
+                    batches: again,
+                    through,
+                } => {
+                    self.settled_through(topic, partition, through).await?;
+                    batches = again;
+                    wait_behind = false;
+                }
             }
+        };
+        let outcome = store.append(&assigned, durability, deadline).await;
+        let first = outcome.first().cloned();
+        let failure = outcome.iter().find_map(|r| r.clone().err());
+        let end = outcome
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .map(|&(_, last)| last + 1)
+            .max();
+        let (done, log_start) = self.with_partition(topic, partition, |p| {
+            (p.settle(ticket, outcome), p.log_start_offset())
+        })?;
+        self.set_cached(self.cached_bytes.get().saturating_sub(done.freed));
+        self.cached(topic, partition, done.added);
+        if let Some(e) = failure {
+            tracing::warn!(topic, partition, error = %e, "produce failed: not acknowledged");
+            return Err(e);
+        }
+        if let (Durability::Persisted, Some(end)) = (durability, end) {
+            if let Err(e) = store.persist(end).await {
+                tracing::warn!(topic, partition, error = %e, "produce not persisted: not acknowledged");
+                return Err(e);
+            }
+        }
+        match first {
+            Some(Ok((base, _))) => Ok((base, log_start)),
+            _ => Err(KelpError::InvalidRecord("no record batch")),
         }
     }
 
-    /// Reads from the cache, or from the log for offsets older than the cache.
+    /// Waits until a partition's reservations up to `through` have settled.
+    async fn settled_through(
+        &self,
+        topic: &str,
+        partition: i32,
+        through: u64,
+    ) -> Result<(), KelpError> {
+        loop {
+            let (done, listener) = self.with_partition(topic, partition, |p| {
+                let l = p.listen_settled();
+                (p.settled_through(through), l)
+            })?;
+            if done {
+                return Ok(());
+            }
+            listener.await;
+        }
+    }
+
+    /// The offset sync before a read (Fetch, ListOffsets): bounded by READ_SYNC_WAIT, since
+    /// reads carry no deadline of their own here.
+    async fn sync_for_read(&self, topic: &str, partition: i32) -> Result<(), KelpError> {
+        self.sync_offsets(topic, partition, None, Instant::now() + READ_SYNC_WAIT)
+            .await
+    }
+
+    /// Reads from the cache, or from the store for offsets older than the cache.
     pub async fn read(&self, it: ReadItem, cold_budget: Rc<ColdBudget>) -> ReadResult {
-        if self.forwarder.is_some() {
-            return self.read_remote(it, cold_budget).await;
+        self.sync_for_read(&it.topic, it.partition).await?;
+        let refresh = self.with_partition(&it.topic, it.partition, |p| {
+            p.store()
+                .refresh_every()
+                .filter(|_| it.offset >= p.high_watermark())
+        })?;
+        if let Some(every) = refresh {
+            // Records others appended show up within `every`; a failed check only means
+            // the answer comes from what Kelp knows.
+            if let Err(e) = self
+                .sync_offsets(
+                    &it.topic,
+                    it.partition,
+                    Some(every),
+                    Instant::now() + REFRESH_WAIT,
+                )
+                .await
+            {
+                tracing::debug!(topic = %it.topic, partition = it.partition, error = %e, "offset refresh failed");
+            }
         }
         let cold = self.with_partition(&it.topic, it.partition, |p| {
-            p.cold_log(it.offset)
-                .map(|log| (log, p.high_watermark(), p.log_start_offset()))
+            p.cold(it.offset)
+                .then(|| (p.store().clone(), p.high_watermark(), p.log_start_offset()))
         })?;
-        let Some((log, hw, log_start)) = cold else {
+        let Some((store, hw, log_start)) = cold else {
             return self
                 .with_partition(&it.topic, it.partition, |p| p.read(it.offset, it.max_bytes))?;
         };
@@ -74,16 +200,15 @@ impl Shard {
         if share == 0 {
             // The response is full: nothing is read (the first-batch rule is for the
             // response's first partition with data, which took a share).
-            return Ok(crate::partition::ReadOut::empty(hw, log_start));
+            return Ok(ReadOut::empty(hw, log_start));
         }
-        let read = log.read(it.offset, share, hw).await;
+        let read = store.read(it.offset, share, hw).await;
         let used = read.as_ref().map_or(0, |b| b.iter().map(|b| b.len()).sum());
         cold_budget.give_back(share.saturating_sub(used));
-        let batches = read.map_err(|e| {
-            tracing::error!(topic = %it.topic, partition = it.partition, error = %e, "cold read failed");
-            KelpError::from(e)
+        let batches = read.inspect_err(|e| {
+            tracing::error!(topic = %it.topic, partition = it.partition, error = %e, "read below the cache failed");
         })?;
-        Ok(crate::partition::ReadOut {
+        Ok(ReadOut {
             bytes: batches.iter().map(|b| b.len()).sum(),
             batches,
             high_watermark: hw,
@@ -91,42 +216,41 @@ impl Shard {
         })
     }
 
-    /// ListOffsets for one partition; lookups by timestamp search the log when it exists.
+    /// ListOffsets for one partition: special timestamps from the offsets; real ones from
+    /// the cache when it covers the log, else from the store below the cache.
     pub async fn list_offset(&self, it: OffsetsItem) -> OffsetsOut {
-        if self.forwarder.is_some() {
-            return self.list_offset_remote(it).await;
+        self.sync_for_read(&it.topic, it.partition).await?;
+        let (found, cache_start, log_start, hw, store) =
+            self.with_partition(&it.topic, it.partition, |p| {
+                (
+                    p.offset_for_timestamp(it.timestamp),
+                    p.cache_start(),
+                    p.log_start_offset(),
+                    p.high_watermark(),
+                    p.store().clone(),
+                )
+            })?;
+        let covered = cache_start.is_some_and(|c| c <= log_start) || log_start >= hw;
+        // MAX_TIMESTAMP is kept per partition as batches are appended or recovered.
+        if it.timestamp < 0 || covered || !store.keeps_evicted() {
+            return Ok(found);
         }
-        let special = it.timestamp < 0;
-        let lookup = self.with_partition(&it.topic, it.partition, |p| {
-            match p.log().filter(|_| !special) {
-                Some(log) => Err((log.clone(), p.log_start_offset(), p.high_watermark())),
-                None => Ok(p.offset_for_timestamp(it.timestamp)),
-            }
-        })?;
-        match lookup {
-            Ok(found) => Ok(found),
-            Err((log, from, hw)) => Ok(log
-                .find_timestamp(it.timestamp, from, hw)
-                .await?
-                .unwrap_or((-1, -1))),
-        }
+        let end = cache_start.unwrap_or(hw).min(hw);
+        Ok(store
+            .find_timestamp(it.timestamp, log_start, end)
+            .await?
+            .unwrap_or(found))
     }
 
-    /// DeleteRecords: moves the log start to `offset` (-1: the high watermark), deletes the
-    /// segments wholly below it and checkpoints it so a restart keeps it.
+    /// DeleteRecords: moves the log start to `offset` (-1: the high watermark); the store
+    /// forgets what lies below it first, so a restart keeps it.
     pub fn delete_records(
         &self,
         topic: &str,
         partition: i32,
         offset: i64,
     ) -> Result<i64, KelpError> {
-        if self.forwarder.is_some() {
-            // SeaweedMQ has no way to delete records below an offset.
-            return Err(KelpError::PolicyViolation(
-                "DeleteRecords is not supported with --storage seaweedmq".into(),
-            ));
-        }
-        let (start, freed, log) = self.with_partition(topic, partition, |p| {
+        let (target, store) = self.with_partition(topic, partition, |p| {
             let hw = p.high_watermark();
             let target = if offset == -1 { hw } else { offset };
             if target < 0 || target > hw {
@@ -136,66 +260,45 @@ impl Shard {
                     end: hw,
                 });
             }
-            let freed = p.advance_log_start(target);
-            Ok((p.log_start_offset(), freed, p.log().cloned()))
+            Ok((target.max(p.log_start_offset()), p.store().clone()))
         })??;
+        store.truncate_prefix(target)?;
+        let (start, freed) = self.with_partition(topic, partition, |p| {
+            let freed = p.advance_log_start(target);
+            (p.log_start_offset(), freed)
+        })?;
         self.set_cached(self.cached_bytes.get().saturating_sub(freed));
-        if let Some(log) = log {
-            checkpoint_log_start(&log, start)?;
-            log.delete_below(start);
-        }
         Ok(start)
     }
 
-    /// Recovers the partitions this shard owns from `<data-dir>/topics/`; directories of
-    /// topics the metadata no longer knows are deleted.
+    /// Takes over the partitions this shard owns that the engine finds at start-up, with
+    /// the idempotent producers' state rebuilt from their batches.
     pub async fn recover_partitions(&self) -> anyhow::Result<()> {
-        if self.config.storage != StorageKind::Local {
-            return Ok(());
-        }
-        let dir = crate::log::topics_dir(&self.config.data_dir);
-        let entries = std::fs::read_dir(&dir)
-            .map_err(|e| anyhow::anyhow!("listing {}: {e}", dir.display()))?;
-        for entry in entries.filter_map(Result::ok) {
-            let Some((topic, partition)) = entry
-                .file_name()
-                .to_str()
-                .and_then(recovery::parse_dir_name)
-            else {
-                continue;
-            };
-            if self.owner(&topic, partition) != self.id {
-                continue;
+        let owns = |topic: &str, partition: i32| self.owner(topic, partition) == self.id;
+        let mut producers: HashMap<(String, i32), ProducerStates> = HashMap::new();
+        let mut on_batch = |topic: &str, partition: i32, h: &crate::record::batch::BatchHeader| {
+            // The key is built only for the first batch of each partition.
+            match producers.get_mut(&(topic.to_string(), partition)) {
+                Some(p) => p.record(h),
+                None => {
+                    let mut p = ProducerStates::default();
+                    p.record(h);
+                    producers.insert((topic.to_string(), partition), p);
+                }
             }
-            let meta = self
-                .cluster
-                .topic(&topic)
-                .filter(|m| partition < m.partitions);
-            let Some(meta) = meta else {
-                tracing::info!(path = %entry.path().display(), "deleting the log of an unknown partition");
-                let _ = std::fs::remove_dir_all(entry.path());
-                continue;
-            };
-            let r = recovery::recover(entry.path(), self.config.fsync, self.roll_settings(&meta))
-                .await
-                .map_err(|e| anyhow::anyhow!("recovering {topic}-{partition}: {e}"))?;
-            tracing::info!(
-                topic = %topic,
-                partition,
-                log_start = r.log_start,
-                high_watermark = r.next_offset,
-                "recovered partition"
-            );
-            self.partitions
-                .borrow_mut()
-                .insert((topic, partition), Partition::from_recovered(meta.id, r));
+        };
+        let found = self.engine.recover(&owns, &mut on_batch).await?;
+        let mut parts = self.partitions.borrow_mut();
+        for r in found {
+            let key = (r.topic.clone(), r.partition);
+            let states = producers.remove(&key).unwrap_or_default();
+            parts.insert(key, Partition::from_recovered(r, states));
         }
         Ok(())
     }
 
-    /// Applies retention.bytes / retention.ms to this shard's logs, forever.
-    pub async fn run_retention(self: Rc<Self>) {
-        let every = Duration::from_millis(self.config.retention_check_ms.max(10));
+    /// Applies retention to this shard's partitions every `every`, forever.
+    pub async fn run_retention(self: Rc<Self>, every: Duration) {
         loop {
             glommio::timer::sleep(every).await;
             self.apply_retention();
@@ -207,80 +310,46 @@ impl Shard {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        let keys: Vec<(String, i32)> = self.partitions.borrow().keys().cloned().collect();
-        for (topic, partition) in keys {
-            let Some(meta) = self.cluster.topic(&topic) else {
+        let stores: Vec<_> = self
+            .partitions
+            .borrow()
+            .iter()
+            .map(|(k, p)| (k.clone(), p.store().clone()))
+            .collect();
+        for ((topic, partition), store) in stores {
+            let Some(cut) = store.retention_cut(now_ms) else {
                 continue;
             };
-            let get = |k: &str| {
-                meta.config(k)
-                    .and_then(|v| v.parse::<i64>().ok())
-                    .unwrap_or(-1)
-            };
-            let r = Retention {
-                bytes: get("retention.bytes"),
-                ms: get("retention.ms"),
-            };
-            let Ok(Some(log)) = self.with_partition(&topic, partition, |p| p.log().cloned()) else {
-                continue;
-            };
-            let sealed: Vec<SealedSegment> = log
-                .sealed_segments()
-                .into_iter()
-                .map(|(base, next_offset, size, max_timestamp)| SealedSegment {
-                    base,
-                    next_offset,
-                    size,
-                    max_timestamp,
-                })
-                .collect();
-            let Some(cut) = retention::delete_before(&sealed, log.size(), r, now_ms) else {
-                continue;
-            };
-            if let Ok(freed) = self.with_partition(&topic, partition, |p| p.advance_log_start(cut))
-            {
-                self.set_cached(self.cached_bytes.get().saturating_sub(freed));
-            }
-            let deleted = log.delete_below(cut);
-            tracing::info!(topic = %topic, partition, log_start = cut, bytes = deleted, "retention deleted segments");
-        }
-    }
-
-    /// Under `--fsync interval:MS`, syncs every log with unsynced writes each period.
-    pub async fn run_fsync_timer(self: Rc<Self>) {
-        let FsyncPolicy::Interval(ms) = self.config.fsync else {
-            return;
-        };
-        loop {
-            glommio::timer::sleep(Duration::from_millis(ms)).await;
-            let logs: Vec<_> = self
-                .partitions
-                .borrow()
-                .values()
-                .filter_map(|p| p.log().cloned())
-                .collect();
-            for log in logs {
-                if let Err(e) = log.sync_if_dirty().await {
-                    tracing::error!(dir = %log.dir().display(), error = %e, "interval fsync failed");
+            match store.truncate_prefix(cut) {
+                Ok(()) => {
+                    if let Ok(freed) =
+                        self.with_partition(&topic, partition, |p| p.advance_log_start(cut))
+                    {
+                        self.set_cached(self.cached_bytes.get().saturating_sub(freed));
+                    }
+                    tracing::info!(topic = %topic, partition, log_start = cut, "retention moved the log start");
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %topic, partition, error = %e, "retention could not delete")
                 }
             }
         }
     }
-}
 
-/// Writes the log start offset next to the segments (temp file + rename).
-fn checkpoint_log_start(log: &crate::log::PartitionLog, start: i64) -> Result<(), KelpError> {
-    let dir = log.dir();
-    if !dir.exists() {
-        return Ok(());
+    /// Flushes every partition's store each `every`, forever (`--fsync interval:MS`).
+    pub async fn run_flush(self: Rc<Self>, every: Duration) {
+        loop {
+            glommio::timer::sleep(every).await;
+            let stores: Vec<_> = self
+                .partitions
+                .borrow()
+                .values()
+                .map(|p| p.store().clone())
+                .collect();
+            for store in stores {
+                // The store logs its own failures; the next round tries again.
+                let _ = store.flush().await;
+            }
+        }
     }
-    let path = dir.join(LOG_START_FILE);
-    let tmp = dir.join(format!("{LOG_START_FILE}.tmp"));
-    std::fs::write(&tmp, start.to_string())
-        .and_then(|()| std::fs::File::open(&tmp).and_then(|f| f.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|e| {
-            tracing::error!(path = %path.display(), error = %e, "could not checkpoint the log start");
-            KelpError::Storage(e.to_string())
-        })
 }

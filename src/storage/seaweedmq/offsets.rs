@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use futures::future::LocalBoxFuture;
 
-use super::ForwarderHandle;
 use crate::error::KelpError;
+use crate::forwarder::ForwarderHandle;
 use crate::group::offsets::{CommittedOffset, InMemoryOffsetStore, OffsetStore, TopicPartition};
 
 /// Group offsets on the filer, indexed in memory.

@@ -1,0 +1,92 @@
+//! Topics as the shard creates, finds and deletes them: in the engine's catalog first when it
+//! keeps one (SeaweedMQ's), then in the broker's metadata.
+//!
+//! Calls `cluster/` for the metadata and the [`crate::storage::Engine`] for its catalog.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Shard;
+use crate::cluster::TopicMeta;
+use crate::error::KelpError;
+
+impl Shard {
+    /// The topic, from the metadata or from the engine's catalog; created when `allow` and
+    /// the broker allow it and it is missing. `Ok(None)`: unknown and not created.
+    pub async fn topic_or_create(
+        &self,
+        name: &str,
+        allow: bool,
+    ) -> Result<Option<Arc<TopicMeta>>, KelpError> {
+        if let Some(t) = self.cluster.topic(name) {
+            return Ok(Some(t));
+        }
+        if crate::cluster::validate_topic_name(name).is_err() {
+            // The metadata answers with the right error (or nothing, when not allowed).
+            return self.cluster.get_or_auto_create(name, allow);
+        }
+        if let Some(info) = self.engine.lookup_topic(name).await? {
+            return Ok(Some(self.cluster.adopt_topic(
+                &info.name,
+                info.id,
+                info.partitions,
+            )));
+        }
+        if !(allow && self.cluster.auto_create) {
+            return Ok(None);
+        }
+        match self
+            .create_topic(name, -1, -1, BTreeMap::new(), false)
+            .await
+        {
+            Ok(t) => Ok(Some(t)),
+            // Lost a race with another shard's create: use the winner.
+            Err(KelpError::TopicAlreadyExists) => Ok(self.cluster.topic(name)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// CreateTopics: every check first, then the topic in the engine's catalog, then the
+    /// metadata (with the engine's id when it assigns one).
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Arc<TopicMeta>, KelpError> {
+        let checked = self.cluster.create_topic(
+            name,
+            partitions,
+            replication_factor,
+            configs.clone(),
+            true,
+        )?;
+        if validate_only {
+            return Ok(checked);
+        }
+        match self.engine.create_topic(name, checked.partitions).await? {
+            Some(info) => {
+                self.cluster
+                    .create_topic_with_id(name, info.id, info.partitions, configs)
+            }
+            None => self.cluster.create_topic(
+                name,
+                checked.partitions,
+                replication_factor,
+                configs,
+                false,
+            ),
+        }
+    }
+
+    /// DeleteTopics: removes the topic from the engine's catalog, then from the metadata.
+    pub async fn delete_topic(&self, name: &str) -> Result<Arc<TopicMeta>, KelpError> {
+        self.cluster
+            .topic(name)
+            .ok_or(KelpError::UnknownTopicOrPartition)?;
+        self.engine.delete_topic(name).await?;
+        self.cluster.delete_topic(name)
+    }
+}

@@ -1,0 +1,327 @@
+//! The local engine (`--storage local`, the default): each partition's batches in the
+//! embedded log under `<data-dir>/topics/`, topic metadata in `<data-dir>/meta/`, group
+//! offsets in a per-shard journal. Appends are queued on the partition's [`PartitionLog`]
+//! (group commit) and stored once written; acks=all waits for the fdatasync that
+//! `--fsync always` asks for. Retention deletes whole sealed segments; `--fsync interval`
+//! syncs from a timer.
+//!
+//! Calls `log/` for everything on disk and `cluster/` for the topics' settings.
+
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use futures::future::LocalBoxFuture;
+
+use super::{Background, Batch, BatchOffsets, Durability, Engine, PartitionStore, Recovered};
+use crate::cluster::{Cluster, TopicMeta};
+use crate::config::{Config, FsyncPolicy};
+use crate::error::KelpError;
+use crate::group::OffsetStore;
+use crate::log::offsets_store::{offsets_path, DurableOffsetStore};
+use crate::log::recovery::{self, LOG_START_FILE};
+use crate::log::retention::{self, Retention, SealedSegment};
+use crate::log::{PartitionLog, RollSettings, Ticket};
+use crate::record::batch::BatchHeader;
+
+/// The local engine.
+pub struct LocalEngine {
+    config: Arc<Config>,
+    cluster: Arc<Cluster>,
+}
+
+/// Prepares the data directory and loads the topic metadata it holds.
+pub fn start(config: Arc<Config>, shards: usize) -> anyhow::Result<super::Storage> {
+    crate::log::prepare_data_dir(&config.data_dir).context("cannot use the data directory")?;
+    let cluster = Arc::new(
+        Cluster::with_persistence(
+            &config,
+            shards,
+            crate::log::meta::topics_path(&config.data_dir),
+        )
+        .context("cannot load topic metadata")?,
+    );
+    Ok(super::Storage {
+        engine: Arc::new(LocalEngine {
+            config,
+            cluster: cluster.clone(),
+        }),
+        cluster,
+    })
+}
+
+/// Segment roll settings of a topic: its overrides, else the broker defaults.
+fn roll_settings(config: &Config, meta: Option<&TopicMeta>) -> RollSettings {
+    let get = |k: &str| {
+        meta.and_then(|m| m.configs.get(k))
+            .and_then(|v| v.parse::<i64>().ok())
+    };
+    RollSettings {
+        segment_bytes: get("segment.bytes")
+            .filter(|&b| b > 0)
+            .map_or(config.segment_bytes, |b| b as u64),
+        segment_ms: get("segment.ms")
+            .or_else(|| {
+                crate::cluster::topic_config::default_of("segment.ms").and_then(|v| v.parse().ok())
+            })
+            .filter(|&ms| ms > 0)
+            .map_or(u64::MAX, |ms| ms as u64),
+    }
+}
+
+/// One partition's log.
+pub struct LocalStore {
+    log: PartitionLog,
+    topic: String,
+    config: Arc<Config>,
+    cluster: Arc<Cluster>,
+}
+
+impl LocalStore {
+    fn roll(&self) -> RollSettings {
+        roll_settings(&self.config, self.cluster.topic(&self.topic).as_deref())
+    }
+}
+
+fn storage_error(e: crate::log::LogError) -> KelpError {
+    KelpError::from(e)
+}
+
+impl PartitionStore for LocalStore {
+    fn append(
+        &self,
+        batches: &[Batch],
+        durability: Durability,
+        _deadline: Instant,
+    ) -> LocalBoxFuture<'_, Vec<BatchOffsets>> {
+        let predicted: Vec<BatchOffsets> = batches
+            .iter()
+            .map(|(h, _)| Ok((h.base_offset, h.last_offset())))
+            .collect();
+        // Queued now, before the caller yields: the queue order is the append order.
+        let ticket = self.log.enqueue(batches.to_vec(), self.roll());
+        if durability == Durability::Persisted {
+            self.log.want_sync(ticket.target);
+        }
+        Box::pin(async move {
+            match self.log.wait(ticket, false).await {
+                Ok(()) => predicted,
+                Err(e) => vec![Err(storage_error(e)); predicted.len()],
+            }
+        })
+    }
+
+    fn persist(&self, through: i64) -> LocalBoxFuture<'_, Result<(), KelpError>> {
+        let ticket = Ticket {
+            gen: self.log.generation(),
+            target: through,
+        };
+        Box::pin(async move { self.log.wait(ticket, true).await.map_err(storage_error) })
+    }
+
+    fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        end: i64,
+    ) -> LocalBoxFuture<'_, Result<Vec<Bytes>, KelpError>> {
+        Box::pin(async move {
+            self.log
+                .read(offset, max_bytes, end)
+                .await
+                .map_err(storage_error)
+        })
+    }
+
+    fn find_timestamp(
+        &self,
+        ts: i64,
+        from: i64,
+        end: i64,
+    ) -> LocalBoxFuture<'_, Result<Option<(i64, i64)>, KelpError>> {
+        Box::pin(async move {
+            self.log
+                .find_timestamp(ts, from, end)
+                .await
+                .map_err(storage_error)
+        })
+    }
+
+    fn truncate_prefix(&self, offset: i64) -> Result<(), KelpError> {
+        checkpoint_log_start(self.log.dir(), offset)?;
+        self.log.delete_below(offset);
+        Ok(())
+    }
+
+    fn keeps_evicted(&self) -> bool {
+        true
+    }
+
+    fn retention_cut(&self, now_ms: i64) -> Option<i64> {
+        let meta = self.cluster.topic(&self.topic)?;
+        let get = |k: &str| {
+            meta.config(k)
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(-1)
+        };
+        let r = Retention {
+            bytes: get("retention.bytes"),
+            ms: get("retention.ms"),
+        };
+        let sealed: Vec<SealedSegment> = self
+            .log
+            .sealed_segments()
+            .into_iter()
+            .map(|(base, next_offset, size, max_timestamp)| SealedSegment {
+                base,
+                next_offset,
+                size,
+                max_timestamp,
+            })
+            .collect();
+        retention::delete_before(&sealed, self.log.size(), r, now_ms)
+    }
+
+    fn flush(&self) -> LocalBoxFuture<'_, Result<(), KelpError>> {
+        Box::pin(async move {
+            self.log.sync_if_dirty().await.map_err(|e| {
+                tracing::error!(dir = %self.log.dir().display(), error = %e, "interval fsync failed");
+                storage_error(e)
+            })
+        })
+    }
+
+    fn remove(&self) {
+        self.log.remove_all();
+    }
+}
+
+/// Writes the log start offset next to the segments (temp file + rename), so a restart
+/// keeps what DeleteRecords and retention removed.
+fn checkpoint_log_start(dir: &Path, start: i64) -> Result<(), KelpError> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let path = dir.join(LOG_START_FILE);
+    let tmp = dir.join(format!("{LOG_START_FILE}.tmp"));
+    std::fs::write(&tmp, start.to_string())
+        .and_then(|()| std::fs::File::open(&tmp).and_then(|f| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| {
+            tracing::error!(path = %path.display(), error = %e, "could not checkpoint the log start");
+            KelpError::Storage(e.to_string())
+        })
+}
+
+impl Engine for LocalEngine {
+    fn open(&self, topic: &str, partition: i32, meta: &TopicMeta) -> Rc<dyn PartitionStore> {
+        Rc::new(LocalStore {
+            log: PartitionLog::new(
+                crate::log::partition_dir(&self.config.data_dir, topic, partition),
+                self.config.fsync,
+                Vec::new(),
+                roll_settings(&self.config, Some(meta)),
+            ),
+            topic: topic.to_string(),
+            config: self.config.clone(),
+            cluster: self.cluster.clone(),
+        })
+    }
+
+    fn recover<'a>(
+        &'a self,
+        owns: &'a dyn Fn(&str, i32) -> bool,
+        on_batch: &'a mut dyn FnMut(&str, i32, &BatchHeader),
+    ) -> LocalBoxFuture<'a, anyhow::Result<Vec<Recovered>>> {
+        Box::pin(async move {
+            let dir = crate::log::topics_dir(&self.config.data_dir);
+            let entries = std::fs::read_dir(&dir)
+                .map_err(|e| anyhow::anyhow!("listing {}: {e}", dir.display()))?;
+            let mut out = Vec::new();
+            for entry in entries.filter_map(Result::ok) {
+                let Some((topic, partition)) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(recovery::parse_dir_name)
+                else {
+                    continue;
+                };
+                if !owns(&topic, partition) {
+                    continue;
+                }
+                let meta = self
+                    .cluster
+                    .topic(&topic)
+                    .filter(|m| partition < m.partitions);
+                let Some(meta) = meta else {
+                    tracing::info!(path = %entry.path().display(), "deleting the log of an unknown partition");
+                    let _ = std::fs::remove_dir_all(entry.path());
+                    continue;
+                };
+                let r = recovery::recover(
+                    entry.path(),
+                    self.config.fsync,
+                    roll_settings(&self.config, Some(&meta)),
+                    &mut |h| on_batch(&topic, partition, h),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("recovering {topic}-{partition}: {e}"))?;
+                tracing::info!(
+                    topic = %topic,
+                    partition,
+                    log_start = r.log_start,
+                    high_watermark = r.next_offset,
+                    "recovered partition"
+                );
+                out.push(Recovered {
+                    store: Rc::new(LocalStore {
+                        log: r.log,
+                        topic: topic.clone(),
+                        config: self.config.clone(),
+                        cluster: self.cluster.clone(),
+                    }),
+                    topic,
+                    partition,
+                    topic_id: meta.id,
+                    log_start: r.log_start,
+                    next_offset: r.next_offset,
+                    max_timestamp: r.max_timestamp,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    fn offset_store(
+        &self,
+        shard: usize,
+        _shards: usize,
+    ) -> LocalBoxFuture<'_, anyhow::Result<Rc<dyn OffsetStore>>> {
+        Box::pin(async move {
+            let path = offsets_path(&self.config.data_dir, shard);
+            let store = DurableOffsetStore::open(&path)
+                .await
+                .map_err(|e| anyhow::anyhow!("group offsets: {e}"))?;
+            Ok(Rc::new(store) as Rc<dyn OffsetStore>)
+        })
+    }
+
+    fn pipelines_produce(&self) -> bool {
+        true
+    }
+
+    fn background(&self) -> Background {
+        Background {
+            retention_every: Some(Duration::from_millis(
+                self.config.retention_check_ms.max(10),
+            )),
+            flush_every: match self.config.fsync {
+                FsyncPolicy::Interval(ms) => Some(Duration::from_millis(ms)),
+                _ => None,
+            },
+        }
+    }
+}

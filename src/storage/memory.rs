@@ -1,0 +1,96 @@
+//! The memory engine (`--storage memory`): nothing behind the cache. Appends are stored the
+//! moment they are cached, acks=all asks nothing more, and records evicted from the cache are
+//! gone (the log start moves past them). The benchmark mode, and the test double of the
+//! in-process tests.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::future::{ready, LocalBoxFuture};
+
+use super::{Batch, BatchOffsets, Durability, Engine, PartitionStore, Recovered};
+use crate::cluster::TopicMeta;
+use crate::error::KelpError;
+use crate::group::{InMemoryOffsetStore, OffsetStore};
+use crate::record::batch::BatchHeader;
+
+/// The memory engine.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MemoryEngine;
+
+/// A partition with no storage behind its cache.
+#[derive(Debug, Default)]
+pub struct MemoryStore;
+
+impl PartitionStore for MemoryStore {
+    fn append(
+        &self,
+        batches: &[Batch],
+        _durability: Durability,
+        _deadline: Instant,
+    ) -> LocalBoxFuture<'_, Vec<BatchOffsets>> {
+        let out = batches
+            .iter()
+            .map(|(h, _)| Ok((h.base_offset, h.last_offset())))
+            .collect();
+        Box::pin(ready(out))
+    }
+
+    fn persist(&self, _through: i64) -> LocalBoxFuture<'_, Result<(), KelpError>> {
+        Box::pin(ready(Ok(())))
+    }
+
+    fn read(
+        &self,
+        _offset: i64,
+        _max_bytes: usize,
+        _end: i64,
+    ) -> LocalBoxFuture<'_, Result<Vec<Bytes>, KelpError>> {
+        Box::pin(ready(Ok(Vec::new())))
+    }
+
+    fn find_timestamp(
+        &self,
+        _ts: i64,
+        _from: i64,
+        _end: i64,
+    ) -> LocalBoxFuture<'_, Result<Option<(i64, i64)>, KelpError>> {
+        Box::pin(ready(Ok(None)))
+    }
+
+    fn truncate_prefix(&self, _offset: i64) -> Result<(), KelpError> {
+        Ok(())
+    }
+
+    fn keeps_evicted(&self) -> bool {
+        false
+    }
+}
+
+impl Engine for MemoryEngine {
+    fn open(&self, _topic: &str, _partition: i32, _meta: &TopicMeta) -> Rc<dyn PartitionStore> {
+        Rc::new(MemoryStore)
+    }
+
+    fn recover<'a>(
+        &'a self,
+        _owns: &'a dyn Fn(&str, i32) -> bool,
+        _on_batch: &'a mut dyn FnMut(&str, i32, &BatchHeader),
+    ) -> LocalBoxFuture<'a, anyhow::Result<Vec<Recovered>>> {
+        Box::pin(ready(Ok(Vec::new())))
+    }
+
+    fn offset_store(
+        &self,
+        _shard: usize,
+        _shards: usize,
+    ) -> LocalBoxFuture<'_, anyhow::Result<Rc<dyn OffsetStore>>> {
+        let store: Rc<dyn OffsetStore> = Rc::new(InMemoryOffsetStore::default());
+        Box::pin(ready(Ok(store)))
+    }
+
+    fn pipelines_produce(&self) -> bool {
+        true
+    }
+}

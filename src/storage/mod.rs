@@ -1,0 +1,256 @@
+//! The storage seam: what lies behind a partition's in-core batch cache, behind one interface.
+//!
+//! An [`Engine`] is chosen once, at start-up ([`select`]), from `--storage`: [`memory`] (the
+//! cache alone), [`local`] (the embedded log, the default) or [`seaweedmq`] (SeaweedFS's
+//! message queue through the forwarder thread). Every partition holds one
+//! [`PartitionStore`] made by that engine. Nothing above this module asks which engine runs:
+//! the shard and the partition use the interface and its capability answers only.
+//!
+//! Appends are two-phase. [`PartitionStore::append`] stores batches whose offsets the
+//! partition predicted and resolves with the offsets the engine gave them (once stored in
+//! order, readable); [`PartitionStore::persist`] then waits for stable storage when the
+//! producer asked for acks=all. Called by `shard/` and `partition/`; calls `log/` and
+//! `forwarder/`.
+
+pub mod local;
+pub mod memory;
+pub mod seaweedmq;
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::LocalBoxFuture;
+
+use crate::cluster::{Cluster, TopicMeta};
+use crate::config::{Config, StorageKind};
+use crate::error::KelpError;
+use crate::group::OffsetStore;
+use crate::record::batch::BatchHeader;
+
+/// One batch whose offsets are assigned: its parsed header and its bytes (offsets rewritten).
+pub type Batch = (BatchHeader, Bytes);
+
+/// What an engine did with one batch: the first and last offsets it stored it at.
+pub type BatchOffsets = Result<(i64, i64), KelpError>;
+
+/// How far an append must get before the producer is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Stored in order and readable (acks=1).
+    Stored,
+    /// Also on stable storage as the engine defines it (acks=all); the caller follows the
+    /// append with [`PartitionStore::persist`], and engines may start the sync with the write.
+    Persisted,
+}
+
+/// A partition's offsets as the engine knows them, for engines others may write to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    /// First offset still stored.
+    pub earliest: i64,
+    /// Offset the next record will get.
+    pub next: i64,
+}
+
+/// A partition found in the engine at start-up.
+pub struct Recovered {
+    /// The topic's name.
+    pub topic: String,
+    /// The partition index.
+    pub partition: i32,
+    /// The topic incarnation it belongs to.
+    pub topic_id: uuid::Uuid,
+    /// Its store.
+    pub store: Rc<dyn PartitionStore>,
+    /// First readable offset.
+    pub log_start: i64,
+    /// Offset after the last stored record.
+    pub next_offset: i64,
+    /// (largest batch max timestamp, base offset of that batch), or (-1, -1).
+    pub max_timestamp: (i64, i64),
+}
+
+/// A topic as an engine with a catalog of its own knows it.
+pub use crate::forwarder::TopicInfo;
+
+/// Periodic work an engine needs from each shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Background {
+    /// Apply retention.ms / retention.bytes every this often.
+    pub retention_every: Option<Duration>,
+    /// Call [`PartitionStore::flush`] on every partition this often.
+    pub flush_every: Option<Duration>,
+}
+
+/// The storage of one partition, held by its [`crate::partition::Partition`] on the owning
+/// shard. Every method runs on that shard's thread.
+pub trait PartitionStore {
+    /// Stores batches in order, offsets as predicted by the partition (rewritten in place),
+    /// and resolves with the offsets the engine gave each one, once stored and readable. Work
+    /// that fixes the order (queueing) happens before this returns, so appends issued one
+    /// after another are stored in that order. `deadline` bounds engines that wait on a peer.
+    fn append(
+        &self,
+        batches: &[Batch],
+        durability: Durability,
+        deadline: Instant,
+    ) -> LocalBoxFuture<'_, Vec<BatchOffsets>>;
+
+    /// Waits until everything stored below `through` is on stable storage.
+    fn persist(&self, through: i64) -> LocalBoxFuture<'_, Result<(), KelpError>>;
+
+    /// Whole batches from the one containing `offset`, below `end`, up to `max_bytes` but at
+    /// least one (Kafka's first-batch rule): reads below the cache.
+    fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        end: i64,
+    ) -> LocalBoxFuture<'_, Result<Vec<Bytes>, KelpError>>;
+
+    /// (timestamp, offset) of the first record at or after `from` and below `end` whose
+    /// timestamp is at least `ts`, searching what is stored below the cache.
+    fn find_timestamp(
+        &self,
+        ts: i64,
+        from: i64,
+        end: i64,
+    ) -> LocalBoxFuture<'_, Result<Option<(i64, i64)>, KelpError>>;
+
+    /// Forgets records below `offset` (DeleteRecords, retention), so that a restart keeps
+    /// the new log start. Engines that cannot refuse with a Kafka error.
+    fn truncate_prefix(&self, offset: i64) -> Result<(), KelpError>;
+
+    /// Whether records evicted from the cache can still be read here (false: they are gone,
+    /// and the log start moves past them).
+    fn keeps_evicted(&self) -> bool;
+
+    /// Whether the partition's offsets are learned from the engine ([`Self::range`]) instead
+    /// of being known from the start: the engine assigns them and others may append.
+    fn learns_offsets(&self) -> bool {
+        false
+    }
+
+    /// How often a reader at the end of the partition asks the engine for records others
+    /// appended; `None`: nobody else appends.
+    fn refresh_every(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The engine's offsets of the partition, retried while it cannot answer, until
+    /// `deadline`. Only called when [`Self::learns_offsets`].
+    fn range(&self, deadline: Instant) -> LocalBoxFuture<'_, Result<Range, KelpError>> {
+        let _ = deadline;
+        Box::pin(futures::future::ready(Err(KelpError::Storage(
+            "this engine keeps no offsets of its own".into(),
+        ))))
+    }
+
+    /// The log start retention asks for now, when it would move.
+    fn retention_cut(&self, now_ms: i64) -> Option<i64> {
+        let _ = now_ms;
+        None
+    }
+
+    /// Makes written data durable (the periodic flush of [`Background::flush_every`]).
+    fn flush(&self) -> LocalBoxFuture<'_, Result<(), KelpError>> {
+        Box::pin(futures::future::ready(Ok(())))
+    }
+
+    /// Deletes everything stored (the topic was deleted).
+    fn remove(&self) {}
+}
+
+/// A storage engine: makes partition stores and keeps what is shared by a shard's
+/// partitions (the topic catalog, the group offsets). One value for the whole broker,
+/// shared by the shards.
+pub trait Engine: Send + Sync {
+    /// Store of a partition with no data yet.
+    fn open(&self, topic: &str, partition: i32, meta: &TopicMeta) -> Rc<dyn PartitionStore>;
+
+    /// The partitions found at start-up that `owns` accepts; `on_batch` sees every stored
+    /// batch header of each, in offset order (the idempotent producers' state is rebuilt
+    /// from them).
+    fn recover<'a>(
+        &'a self,
+        owns: &'a dyn Fn(&str, i32) -> bool,
+        on_batch: &'a mut dyn FnMut(&str, i32, &BatchHeader),
+    ) -> LocalBoxFuture<'a, anyhow::Result<Vec<Recovered>>>;
+
+    /// The store of group offsets of shard `shard` of `shards`.
+    fn offset_store(
+        &self,
+        shard: usize,
+        shards: usize,
+    ) -> LocalBoxFuture<'_, anyhow::Result<Rc<dyn OffsetStore>>>;
+
+    /// Whether a connection may start its next produce once this one's appends are queued
+    /// (the engine keeps their order), rather than once they are answered.
+    fn pipelines_produce(&self) -> bool;
+
+    /// Periodic work each shard runs for this engine.
+    fn background(&self) -> Background {
+        Background::default()
+    }
+
+    /// A topic created outside this broker (engines with a catalog of their own).
+    fn lookup_topic<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> LocalBoxFuture<'a, Result<Option<TopicInfo>, KelpError>> {
+        let _ = name;
+        Box::pin(futures::future::ready(Ok(None)))
+    }
+
+    /// Creates a topic in the engine's catalog; `None`: the engine keeps none, and the
+    /// broker's metadata assigns the id.
+    fn create_topic<'a>(
+        &'a self,
+        name: &'a str,
+        partitions: i32,
+    ) -> LocalBoxFuture<'a, Result<Option<TopicInfo>, KelpError>> {
+        let _ = (name, partitions);
+        Box::pin(futures::future::ready(Ok(None)))
+    }
+
+    /// Deletes a topic from the engine's catalog (its partitions' data goes with it).
+    fn delete_topic<'a>(&'a self, name: &'a str) -> LocalBoxFuture<'a, Result<(), KelpError>> {
+        let _ = name;
+        Box::pin(futures::future::ready(Ok(())))
+    }
+
+    /// Publishes the engine's own counters on `/metrics`.
+    fn register_metrics(&self, registry: &crate::metrics::Registry) {
+        let _ = registry;
+    }
+
+    /// Called once every shard has stopped: finish what is in flight, within `limit`.
+    fn shutdown(&self, limit: Duration) {
+        let _ = limit;
+    }
+}
+
+/// The broker's storage: the engine and the topic metadata it starts from.
+pub struct Storage {
+    /// The topic metadata (persisted where the engine keeps it).
+    pub cluster: Arc<Cluster>,
+    /// The engine every shard uses.
+    pub engine: Arc<dyn Engine>,
+}
+
+/// Chooses the engine from `--storage`: the one place that asks which engine runs.
+pub fn select(config: &Arc<Config>, shards: usize) -> anyhow::Result<Storage> {
+    match config.storage {
+        StorageKind::Memory => {
+            let cluster = Arc::new(Cluster::new(config, shards));
+            Ok(Storage {
+                engine: Arc::new(memory::MemoryEngine),
+                cluster,
+            })
+        }
+        StorageKind::Local => local::start(config.clone(), shards),
+        StorageKind::Seaweedmq => seaweedmq::start(config.clone(), shards),
+    }
+}

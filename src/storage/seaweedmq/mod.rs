@@ -1,0 +1,223 @@
+//! The SeaweedMQ engine (`--storage seaweedmq`): partitions live in SeaweedFS's message queue,
+//! reached through the forwarder thread ([`ForwarderHandle`]). SeaweedMQ assigns the offsets:
+//! the partition predicts them, and when SeaweedMQ's answer differs (another publisher, a
+//! lost forward) the partition's cache gives way to reads from here. Others may publish, so
+//! the offsets are learned from SeaweedMQ and refreshed by readers at the end of a partition.
+//! Topics live in SeaweedMQ's catalog (`kafka/<topic>`); group offsets on the filer
+//! ([`offsets`]). SeaweedMQ has no prefix deletion: DeleteRecords is refused.
+//!
+//! Calls `forwarder/` for every SeaweedMQ request and `cluster/` for topic metadata.
+
+pub mod offsets;
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use futures::future::{ready, LocalBoxFuture};
+
+use super::{Batch, BatchOffsets, Durability, Engine, PartitionStore, Range, Recovered, TopicInfo};
+use crate::cluster::{Cluster, TopicMeta};
+use crate::config::Config;
+use crate::error::KelpError;
+use crate::forwarder::ForwarderHandle;
+use crate::group::OffsetStore;
+use crate::record::batch::{first_offset_at_or_after, BatchHeader};
+
+/// How often a fetch at the end of a partition asks SeaweedMQ whether another publisher
+/// (the Go gateway, a native client) added records.
+const REFRESH_EVERY: Duration = Duration::from_secs(1);
+
+/// Bytes per FetchMessage while scanning for a timestamp below the cache.
+const SCAN_BYTES: usize = 1 << 20;
+/// Most FetchMessage calls one timestamp lookup makes.
+const SCAN_CALLS: usize = 1000;
+
+/// The SeaweedMQ engine.
+pub struct SeaweedMqEngine {
+    fwd: Arc<ForwarderHandle>,
+}
+
+/// Starts the forwarder (which publishes SeaweedMQ's Kafka topics in the metadata).
+pub fn start(config: Arc<Config>, shards: usize) -> anyhow::Result<super::Storage> {
+    let cluster = Arc::new(Cluster::new(&config, shards));
+    let fwd = crate::forwarder::start(config, cluster.clone()).context("cannot use SeaweedMQ")?;
+    Ok(super::Storage {
+        engine: Arc::new(SeaweedMqEngine { fwd }),
+        cluster,
+    })
+}
+
+/// One partition in SeaweedMQ.
+pub struct SeaweedMqStore {
+    fwd: Arc<ForwarderHandle>,
+    topic: String,
+    partition: i32,
+}
+
+impl PartitionStore for SeaweedMqStore {
+    fn append(
+        &self,
+        batches: &[Batch],
+        _durability: Durability,
+        deadline: Instant,
+    ) -> LocalBoxFuture<'_, Vec<BatchOffsets>> {
+        let bytes: Vec<Bytes> = batches.iter().map(|(_, b)| b.clone()).collect();
+        Box::pin(async move {
+            self.fwd
+                .publish(
+                    &self.topic,
+                    self.partition,
+                    bytes,
+                    deadline.saturating_duration_since(Instant::now()),
+                )
+                .await
+        })
+    }
+
+    fn persist(&self, _through: i64) -> LocalBoxFuture<'_, Result<(), KelpError>> {
+        // SeaweedMQ acknowledges what it stored: acks=all asks nothing more of it.
+        Box::pin(ready(Ok(())))
+    }
+
+    fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        end: i64,
+    ) -> LocalBoxFuture<'_, Result<Vec<Bytes>, KelpError>> {
+        Box::pin(async move {
+            self.fwd
+                .fetch(&self.topic, self.partition, offset, max_bytes, end)
+                .await
+                .map(|o| o.batches)
+        })
+    }
+
+    fn find_timestamp(
+        &self,
+        ts: i64,
+        from: i64,
+        end: i64,
+    ) -> LocalBoxFuture<'_, Result<Option<(i64, i64)>, KelpError>> {
+        Box::pin(async move {
+            let mut offset = from;
+            for _ in 0..SCAN_CALLS {
+                if offset >= end {
+                    break;
+                }
+                let out = self
+                    .fwd
+                    .fetch(&self.topic, self.partition, offset, SCAN_BYTES, end)
+                    .await?;
+                if out.batches.is_empty() {
+                    break;
+                }
+                for b in &out.batches {
+                    if let Some((off, found)) = first_offset_at_or_after(b, ts) {
+                        return Ok(Some((found, off)));
+                    }
+                    if let Ok(h) = BatchHeader::parse(b) {
+                        offset = offset.max(h.last_offset() + 1);
+                    }
+                }
+            }
+            Ok(None)
+        })
+    }
+
+    fn truncate_prefix(&self, _offset: i64) -> Result<(), KelpError> {
+        Err(KelpError::PolicyViolation(
+            "DeleteRecords is not supported with --storage seaweedmq".into(),
+        ))
+    }
+
+    fn keeps_evicted(&self) -> bool {
+        true
+    }
+
+    fn learns_offsets(&self) -> bool {
+        true
+    }
+
+    fn refresh_every(&self) -> Option<Duration> {
+        Some(REFRESH_EVERY)
+    }
+
+    fn range(&self, deadline: Instant) -> LocalBoxFuture<'_, Result<Range, KelpError>> {
+        Box::pin(async move {
+            let (earliest, next) = self
+                .fwd
+                .range(&self.topic, self.partition, deadline)
+                .await?;
+            Ok(Range { earliest, next })
+        })
+    }
+}
+
+impl Engine for SeaweedMqEngine {
+    fn open(&self, topic: &str, partition: i32, _meta: &TopicMeta) -> Rc<dyn PartitionStore> {
+        Rc::new(SeaweedMqStore {
+            fwd: self.fwd.clone(),
+            topic: topic.to_string(),
+            partition,
+        })
+    }
+
+    fn recover<'a>(
+        &'a self,
+        _owns: &'a dyn Fn(&str, i32) -> bool,
+        _on_batch: &'a mut dyn FnMut(&str, i32, &BatchHeader),
+    ) -> LocalBoxFuture<'a, anyhow::Result<Vec<Recovered>>> {
+        // Partitions learn their offsets from SeaweedMQ on first use.
+        Box::pin(ready(Ok(Vec::new())))
+    }
+
+    fn offset_store(
+        &self,
+        shard: usize,
+        shards: usize,
+    ) -> LocalBoxFuture<'_, anyhow::Result<Rc<dyn OffsetStore>>> {
+        Box::pin(async move {
+            let owns = |g: &str| crate::shard::routing::group_owner(g, shards) == shard;
+            let store = offsets::FilerOffsetStore::open(self.fwd.clone(), owns)
+                .await
+                .map_err(|e| anyhow::anyhow!("group offsets: {e}"))?;
+            Ok(Rc::new(store) as Rc<dyn OffsetStore>)
+        })
+    }
+
+    fn pipelines_produce(&self) -> bool {
+        // An append may wait for SeaweedMQ's offsets before it is queued.
+        false
+    }
+
+    fn lookup_topic<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> LocalBoxFuture<'a, Result<Option<TopicInfo>, KelpError>> {
+        Box::pin(self.fwd.lookup_topic(name))
+    }
+
+    fn create_topic<'a>(
+        &'a self,
+        name: &'a str,
+        partitions: i32,
+    ) -> LocalBoxFuture<'a, Result<Option<TopicInfo>, KelpError>> {
+        Box::pin(async move { self.fwd.create_topic(name, partitions).await.map(Some) })
+    }
+
+    fn delete_topic<'a>(&'a self, name: &'a str) -> LocalBoxFuture<'a, Result<(), KelpError>> {
+        Box::pin(self.fwd.delete_topic(name))
+    }
+
+    fn register_metrics(&self, registry: &crate::metrics::Registry) {
+        registry.register_forwarder(self.fwd.stats.clone());
+    }
+
+    fn shutdown(&self, limit: Duration) {
+        self.fwd.drain(limit);
+    }
+}
