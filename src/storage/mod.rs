@@ -84,7 +84,7 @@ pub struct Background {
     pub flush_every: Option<Duration>,
 }
 
-/// The storage of one partition, held by its [`crate::partition::Partition`] on the owning
+/// The storage of one partition, held by its partition on the owning
 /// shard. Every method runs on that shard's thread.
 pub trait PartitionStore {
     /// Stores batches in order, offsets as predicted by the partition (rewritten in place),
