@@ -127,12 +127,6 @@ pub enum KelpError {
     PolicyViolation(String),
 }
 
-impl From<crate::log::LogError> for KelpError {
-    fn from(e: crate::log::LogError) -> Self {
-        KelpError::Storage(e.to_string())
-    }
-}
-
 impl KelpError {
     /// The Kafka error code sent for this failure.
     pub fn code(&self) -> i16 {

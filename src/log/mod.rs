@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+use crate::error::KelpError;
+
 pub use partition_log::{PartitionLog, RollSettings, Ticket};
 
 /// Failures of the durable log.
@@ -33,6 +35,13 @@ pub enum LogError {
     Recovery(String),
     #[error("data directory {path}: {reason}")]
     DataDir { path: String, reason: String },
+}
+
+// Here rather than in `error`, which stays a leaf that every module may import.
+impl From<LogError> for KelpError {
+    fn from(e: LogError) -> Self {
+        KelpError::Storage(e.to_string())
+    }
 }
 
 /// Directory of one partition's segments.
