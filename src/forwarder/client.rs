@@ -23,10 +23,11 @@ use tonic::transport::{Channel, Endpoint};
 
 use super::publisher::{self, Job};
 use super::topics::smq_topic;
-use super::{Command, ForwarderStats};
+use super::Command;
 use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::error::KelpError;
+use crate::metrics::ForwarderStats;
 
 /// The namespace of every Kafka topic in SeaweedMQ.
 pub const NAMESPACE: &str = "kafka";

@@ -18,7 +18,7 @@ pub mod reads;
 pub mod records;
 pub mod topics;
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,7 @@ use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::error::KelpError;
 use crate::group::offsets::{CommittedOffset, TopicPartition};
+use crate::metrics::ForwarderStats;
 
 /// Capacity of the shard → forwarder command channel.
 const COMMAND_QUEUE: usize = 4096;
@@ -119,20 +120,6 @@ pub enum Command {
     /// Shutting down: answer once publishes are done and SeaweedMQ's offset checkpoint has
     /// had time to cover them (see [`ForwarderHandle::drain`]).
     Drain { reply: oneshot::Sender<()> },
-}
-
-/// Counters of the forwarder, read by `/metrics`.
-#[derive(Debug, Default)]
-pub struct ForwarderStats {
-    /// Commands sent by shards and not yet taken by the forwarder.
-    pub queued: AtomicI64,
-    /// Bytes of batches handed to the forwarder and not yet answered.
-    pub inflight_bytes: AtomicI64,
-    pub published_records: AtomicU64,
-    pub publish_errors: AtomicU64,
-    /// Publish streams (re)opened.
-    pub streams_opened: AtomicU64,
-    pub fetch_requests: AtomicU64,
 }
 
 /// The shards' side of the forwarder. Cheap to share (`Arc`); every method may be awaited

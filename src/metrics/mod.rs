@@ -88,11 +88,29 @@ impl ShardStats {
     }
 }
 
+/// Counters of the SeaweedMQ forwarder, read by `/metrics`. Defined here rather than in
+/// `forwarder` so that metrics depends on nothing of the data path; the forwarder updates them.
+#[derive(Debug, Default)]
+pub struct ForwarderStats {
+    /// Commands sent by shards and not yet taken by the forwarder.
+    pub queued: AtomicI64,
+    /// Bytes of batches handed to the forwarder and not yet answered.
+    pub inflight_bytes: AtomicI64,
+    /// Records SeaweedMQ acknowledged.
+    pub published_records: AtomicU64,
+    /// Publish streams that broke or could not open.
+    pub publish_errors: AtomicU64,
+    /// Publish streams (re)opened.
+    pub streams_opened: AtomicU64,
+    /// Reads below the cache sent to SeaweedMQ (FetchMessage).
+    pub fetch_requests: AtomicU64,
+}
+
 /// Every shard's stats, readable from any thread.
 #[derive(Default)]
 pub struct Registry {
     shards: Mutex<Vec<Arc<ShardStats>>>,
-    forwarder: Mutex<Option<Arc<crate::forwarder::ForwarderStats>>>,
+    forwarder: Mutex<Option<Arc<ForwarderStats>>>,
     request_memory: Mutex<Option<RequestMemoryGauge>>,
 }
 
@@ -109,14 +127,14 @@ impl Registry {
     }
 
     /// Adds the SeaweedMQ forwarder's counters.
-    pub fn register_forwarder(&self, stats: Arc<crate::forwarder::ForwarderStats>) {
+    pub fn register_forwarder(&self, stats: Arc<ForwarderStats>) {
         if let Ok(mut f) = self.forwarder.lock() {
             *f = Some(stats);
         }
     }
 
     /// The forwarder's counters, when it runs.
-    pub fn forwarder(&self) -> Option<Arc<crate::forwarder::ForwarderStats>> {
+    pub fn forwarder(&self) -> Option<Arc<ForwarderStats>> {
         self.forwarder.lock().ok().and_then(|f| f.clone())
     }
 
