@@ -5,6 +5,7 @@
 //! publish a new snapshot; partition state itself lives on the owning shards, not here.
 
 pub mod nodes;
+pub mod routing;
 pub mod topic_config;
 
 use std::collections::{BTreeMap, HashMap};

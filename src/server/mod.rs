@@ -193,7 +193,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 let offsets: Rc<dyn OffsetStore> = match (config.storage, &forwarder) {
                     (StorageKind::Seaweedmq, Some(fwd)) => {
                         let (me, count) = (senders.peer_id(), senders.nr_consumers().max(1));
-                        let owns = |g: &str| crate::shard::routing::group_owner(g, count) == me;
+                        let owns = |g: &str| crate::cluster::routing::group_owner(g, count) == me;
                         match FilerOffsetStore::open(fwd.clone(), owns).await {
                             Ok(s) => Rc::new(s),
                             Err(e) => {

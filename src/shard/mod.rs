@@ -9,7 +9,6 @@
 
 pub mod ops;
 pub mod remote;
-pub mod routing;
 pub mod storage;
 
 use std::cell::{Cell, RefCell};
@@ -22,7 +21,7 @@ use futures::channel::oneshot;
 use futures::StreamExt;
 use glommio::channels::channel_mesh::{Receivers, Senders};
 
-use crate::cluster::Cluster;
+use crate::cluster::{routing, Cluster};
 use crate::config::Config;
 use crate::config::StorageKind;
 use crate::error::KelpError;
