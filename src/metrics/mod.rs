@@ -17,8 +17,11 @@ use hdrhistogram::Histogram;
 /// Request kinds with their own latency histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// Produce, whose latency includes the storage's durability wait.
     Produce = 0,
+    /// Fetch, whose latency includes the long-poll wait.
     Fetch = 1,
+    /// Everything else.
     Other = 2,
 }
 
@@ -41,11 +44,17 @@ const MAX_LATENCY_US: u64 = 3_600_000_000;
 
 /// One core's counters.
 pub struct ShardStats {
+    /// The shard's index (the `shard` label).
     pub shard: usize,
+    /// The core it is pinned to (the `core` label).
     pub core: usize,
+    /// Open client connections.
     pub connections: AtomicI64,
+    /// Bytes held by the batch cache: the figure the cache budget is enforced on.
     pub cache_bytes: AtomicU64,
+    /// Produce request bytes received (whole frames).
     pub produce_bytes: AtomicU64,
+    /// Fetch response bytes sent.
     pub fetch_bytes: AtomicU64,
     /// Partition items (produce, fetch, offsets) this core handed to their owning core: the
     /// cross-core hops that `--advertise-shards` saves.

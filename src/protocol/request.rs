@@ -27,8 +27,12 @@ macro_rules! requests {
         /// A decoded request of any API Kelp implements.
         #[derive(Debug)]
         pub enum Request {
+            /// Produce, decoded by Kelp itself so record batches stay slices of the frame.
             Produce(ProduceRequest),
-            $($variant($ty),)*
+            $(
+                #[doc = concat!(stringify!($variant), ", decoded by kafka-protocol after the shape check.")]
+                $variant($ty),
+            )*
         }
 
         /// Decodes the body of a request whose header is `header`; `body` is the frame after
