@@ -12,12 +12,15 @@ pub mod cluster;
 pub mod config;
 pub mod deadline;
 pub mod error;
+#[allow(missing_docs, reason = "rewritten for the storage seam (issue 14)")]
 pub mod forwarder;
 pub mod group;
 pub mod log;
 pub mod metrics;
+#[allow(missing_docs, reason = "rewritten for the storage seam (issue 14)")]
 pub mod partition;
 pub mod protocol;
 pub mod record;
 pub mod server;
+#[allow(missing_docs, reason = "rewritten for the storage seam (issue 14)")]
 pub mod shard;
