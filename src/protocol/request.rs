@@ -3,7 +3,7 @@
 //! `request_decode` fuzz target so that what is fuzzed is what clients reach.
 //!
 //! Owns the mapping from api key to request type. Produce goes through the hand-written
-//! zero-copy decoder; every other request first passes [`shape`](super::shape) and only then
+//! zero-copy decoder; every other request first passes [`shape`] and only then
 //! the kafka-protocol crate, whose array decoders allocate by the count they read.
 
 use bytes::{Bytes, BytesMut};

@@ -3,7 +3,7 @@
 //! The kafka-protocol crate's array decoders call `Vec::with_capacity(count)` with the count
 //! read from the frame before checking it against the bytes that remain, so a 21-byte frame
 //! could ask for a 150 GB allocation and abort the process. This module owns the schema types,
-//! the generated table of Kafka's request shapes ([`schema`]) and a walk over a body that
+//! the generated table of Kafka's request shapes (`schema`) and a walk over a body that
 //! allocates nothing and refuses every length or count larger than what is left (a count is
 //! checked as count × the element's smallest encoding). Only a body that passes reaches the
 //! crate, whose allocations are then bounded by the frame size.
