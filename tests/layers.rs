@@ -15,7 +15,7 @@
 //!   {log, forwarder}. No module of that chain imports one earlier in it, nor a sibling on
 //!   its own level;
 //! - the storage engines (log, forwarder) sit behind `storage`: api, shard and partition never
-//!   name them (DESIGN.md: "shard, partition and api code never ask which engine runs").
+//!   name them (the design: "shard, partition and api code never ask which engine runs").
 //!   server, which picks the engine at start-up, may.
 //!
 //! Side modules (protocol, record, error, config, cluster, group, metrics, deadline) only have
