@@ -1,6 +1,11 @@
 //! Data-path micro-benchmarks with bytes/s figures: Produce request decode, the Produce path
 //! (validate + CRC32C + offset rewrite + cache append) and Fetch response assembly.
 
+#![allow(
+    missing_docs,
+    reason = "a bench binary has no API; criterion_group! makes an undocumented pub fn"
+)]
+
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use kafka_protocol::messages::produce_request::{

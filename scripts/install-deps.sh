@@ -8,6 +8,7 @@
 #     -> $CACHE/jars/kafka, for scripts/kafka.sh and the perf comparisons;
 #   - kafkajs (npm ci from tests/node/package-lock.json) and franz-go modules (Go proxy);
 #   - SeaweedFS's weed 4.48 (scripts/seaweedfs.sh install), for --storage seaweedmq;
+#   - the Rust toolchain pinned in rust-toolchain.toml (with rustfmt and clippy);
 #   - Rust nightly and cargo-fuzz, for scripts/fuzz.sh.
 # Maven reuses ~/.m2. Caches live under ${KELP_CACHE:-$HOME/.cache/kelp}.
 set -euo pipefail
@@ -92,6 +93,18 @@ if command -v go >/dev/null 2>&1 && [ -d tests/go ]; then
 fi
 # --- SeaweedFS (weed: master, volume, filer, mq broker, Go Kafka gateway) ----------------------
 scripts/seaweedfs.sh install
+
+# --- Rust: the toolchain pinned in rust-toolchain.toml ---------------------------------------
+# Installed explicitly rather than left to rustup's install-on-first-use, which some rustup
+# versions and RUSTUP_AUTO_INSTALL=0 turn off: a fresh clone would then fail at cargo fmt.
+pinned="$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)"
+if rustup run "$pinned" cargo clippy --version >/dev/null 2>&1 \
+    && rustup run "$pinned" cargo fmt --version >/dev/null 2>&1; then
+  log "rust $pinned: present ($(rustup run "$pinned" rustc --version))"
+else
+  log "rustup: installing the pinned toolchain $pinned"
+  rustup toolchain install "$pinned" --profile minimal --component rustfmt,clippy
+fi
 
 # --- Fuzzing (scripts/fuzz.sh): a nightly toolchain and cargo-fuzz (crates.io) ----------------
 if rustup run nightly rustc --version >/dev/null 2>&1; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds Kelp from this checkout (release profile). Needs a Rust toolchain (rustup's stable);
-# everything else comes from crates.io. Safe to re-run: cargo rebuilds only what changed.
+# Builds Kelp from this checkout (release profile). Needs rustup, which fetches the toolchain
+# pinned in rust-toolchain.toml on first use (unless RUSTUP_AUTO_INSTALL=0); everything else
+# comes from crates.io. Safe to re-run: cargo rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v cargo >/dev/null 2>&1; then

@@ -27,6 +27,9 @@ step "cargo fmt --check"
 cargo fmt --check
 step "cargo clippy"
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
+# Broken or private intra-doc links and stray HTML in docs are errors, like lints.
+step "cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
 step "cargo build --release"
 cargo build --release --workspace --locked
 step "cargo test --release"

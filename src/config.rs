@@ -8,6 +8,11 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
+/// Largest read issued on a connection whose current frame is small (and the usual size of
+/// its read buffer): big enough for many pipelined requests per syscall. Defined here, not in
+/// `server`, because [`Config::check_request_budget`] sizes the request budget against it.
+pub const READ_CHUNK: usize = 64 * 1024;
+
 /// Where partition data lives besides the in-core batch cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StorageKind {
@@ -255,7 +260,7 @@ impl Config {
     /// Whether the request memory budget can hold the largest request (with one read chunk):
     /// a smaller one would stall a connection forever on a request Kelp accepts.
     pub fn check_request_budget(&self) -> Result<(), String> {
-        let need = self.max_request_bytes + crate::server::budget::READ_CHUNK;
+        let need = self.max_request_bytes + READ_CHUNK;
         if self.queued_max_request_bytes < need {
             return Err(format!(
                 "--queued-max-request-bytes {} must be at least --max-request-bytes + 64 KiB ({need})",

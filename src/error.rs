@@ -5,116 +5,215 @@
 
 use thiserror::Error;
 
-/// Kafka protocol error codes used by Kelp (see the Kafka protocol guide, "Error Codes").
+/// Kafka protocol error codes used by Kelp (see the Kafka protocol guide, "Error Codes"),
+/// under Kafka's own names so a code seen in a client's log can be searched for here.
 pub mod code {
+    /// Success: every response field that carries an error carries this when nothing failed.
     pub const NONE: i16 = 0;
+    /// Fetch or ListOffsets below the log start or past the high watermark: the consumer
+    /// resets by its `auto.offset.reset`.
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const ILLEGAL_GENERATION: i16 = 22;
-    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
-    pub const INVALID_GROUP_ID: i16 = 24;
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
-    pub const REBALANCE_IN_PROGRESS: i16 = 27;
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const NON_EMPTY_GROUP: i16 = 68;
-    pub const GROUP_ID_NOT_FOUND: i16 = 69;
-    pub const MEMBER_ID_REQUIRED: i16 = 79;
-    pub const FENCED_INSTANCE_ID: i16 = 82;
-    pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+    /// A batch failed its CRC or framing checks: never stored, the producer fails the batch.
     pub const CORRUPT_MESSAGE: i16 = 2;
+    /// The topic or partition is not in the cluster metadata; clients refresh and retry.
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const INVALID_FETCH_SIZE: i16 = 4;
+    /// The shard owning the partition is gone (shutting down): retriable, clients refresh
+    /// metadata.
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    /// The request's deadline passed, including a produce that waited on unreachable storage.
     pub const REQUEST_TIMED_OUT: i16 = 7;
+    /// A batch bigger than the topic's `max.message.bytes`.
     pub const MESSAGE_TOO_LARGE: i16 = 10;
+    /// OffsetCommit metadata longer than the broker keeps.
+    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+    /// The group was removed while the request waited on it: the client finds the
+    /// coordinator again.
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    /// The group lives on another coordinator. Not sent today (every shard hands group
+    /// requests to the owning shard), kept so [`super::KelpError`] maps completely.
+    pub const NOT_COORDINATOR: i16 = 16;
+    /// A topic name Kafka would refuse (empty, `.`/`..`, too long, other characters).
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
-    pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+    /// Produce acks other than 0, 1 and -1.
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
+    /// A group request from a member of an older generation.
+    pub const ILLEGAL_GENERATION: i16 = 22;
+    /// A joining member shares no protocol with the group, or has another protocol type.
+    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    /// An empty group id where one is required.
+    pub const INVALID_GROUP_ID: i16 = 24;
+    /// A member id the group does not know (expired or never joined): the client rejoins.
+    pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    /// A session timeout outside the broker's allowed range.
+    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+    /// The group is rebalancing: the member rejoins.
+    pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    /// A request version Kelp does not serve (ApiVersions answers it in v0, KIP-511).
     pub const UNSUPPORTED_VERSION: i16 = 35;
+    /// CreateTopics for a name already taken.
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    /// A partition count below 1.
     pub const INVALID_PARTITIONS: i16 = 37;
+    /// A replication factor above 1: Kelp is one broker.
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;
-    pub const INVALID_REQUEST: i16 = 42;
+    /// A topic config name or value Kelp does not accept.
     pub const INVALID_CONFIG: i16 = 40;
-    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    /// A request that decodes but asks for something that makes no sense.
+    pub const INVALID_REQUEST: i16 = 42;
+    /// Refused by policy: e.g. DeleteRecords on an engine that cannot move the log start.
     pub const POLICY_VIOLATION: i16 = 44;
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+    /// An idempotent producer's sequence number skipped ahead.
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    /// An idempotent producer with an epoch older than the partition has seen (fenced).
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    /// Transactional requests: Kelp has no transactions, and a non-retriable code makes
+    /// clients fail at once instead of retrying.
+    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+    /// The storage engine failed or cannot be reached; clients retry.
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    /// DeleteGroups on a group that still has members.
+    pub const NON_EMPTY_GROUP: i16 = 68;
+    /// A group that does not exist.
+    pub const GROUP_ID_NOT_FOUND: i16 = 69;
+    /// A first JoinGroup without a member id (v4+): the client rejoins with the id given.
+    pub const MEMBER_ID_REQUIRED: i16 = 79;
+    /// A static member replaced by a newer one with the same `group.instance.id`.
+    pub const FENCED_INSTANCE_ID: i16 = 82;
+    /// OffsetDelete of a partition the group still consumes.
+    pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+    /// A batch that is not what its header claims (offsets, record count, undecodable
+    /// compressed records), or null records: refused whole.
     pub const INVALID_RECORD: i16 = 87;
+    /// A topic id (Fetch v13+, Metadata, DeleteTopics v6+) not in the metadata.
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
 }
 
 /// A broker-side failure, typed so each maps to exactly one Kafka error code.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum KelpError {
+    /// Not in the cluster metadata (or a partition past the topic's count).
     #[error("unknown topic or partition")]
     UnknownTopicOrPartition,
+    /// A topic id not in the cluster metadata.
     #[error("unknown topic id")]
     UnknownTopicId,
+    /// A read outside the partition's offsets; the bounds go back in the message so a log
+    /// shows how far off the client was.
     #[error("offset {offset} out of range [{start}, {end}]")]
-    OffsetOutOfRange { offset: i64, start: i64, end: i64 },
+    OffsetOutOfRange {
+        /// The offset asked for.
+        offset: i64,
+        /// The log start offset.
+        start: i64,
+        /// The high watermark.
+        end: i64,
+    },
+    /// A batch that failed CRC or framing checks (the reason is a fixed string: no
+    /// allocation on a path a hostile client can drive).
     #[error("corrupt record batch: {0}")]
     CorruptMessage(&'static str),
+    /// A batch that is not what its header claims.
     #[error("invalid record batch: {0}")]
     InvalidRecord(&'static str),
+    /// A batch over the topic's `max.message.bytes`.
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
-    MessageTooLarge { size: usize, max: usize },
+    MessageTooLarge {
+        /// The batch's length in bytes.
+        size: usize,
+        /// The topic's limit.
+        max: usize,
+    },
+    /// Produce acks other than 0, 1 and -1 (the value sent).
     #[error("invalid required acks {0}")]
     InvalidRequiredAcks(i16),
+    /// A topic name Kafka would refuse; the message says why.
     #[error("invalid topic name: {0}")]
     InvalidTopic(String),
+    /// CreateTopics for a name already taken.
     #[error("topic already exists")]
     TopicAlreadyExists,
+    /// A partition count below 1 (the value sent).
     #[error("invalid partition count {0}")]
     InvalidPartitions(i32),
+    /// A replication factor Kelp, one broker, cannot give (the value sent).
     #[error("replication factor {0} exceeds the 1 available broker")]
     InvalidReplicationFactor(i16),
+    /// A topic config name or value Kelp does not accept.
     #[error("invalid config: {0}")]
     InvalidConfig(String),
+    /// A request that decodes but cannot be served as asked.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// Transactional ids and transactional produces.
     #[error("transactions are not supported")]
     TransactionsUnsupported,
+    /// The shard that owns the partition no longer answers (shutting down).
     #[error("shard {0} is unavailable")]
     ShardUnavailable(usize),
+    /// The request's deadline passed.
     #[error("request timed out")]
     RequestTimedOut,
+    /// The group was removed while the request waited on it.
     #[error("the group coordinator is not available")]
     CoordinatorNotAvailable,
+    /// The group lives on another coordinator (not raised today; see
+    /// [`code::NOT_COORDINATOR`]).
     #[error("this shard is not the coordinator of the group")]
     NotCoordinator,
+    /// A group request from an older generation.
     #[error("the generation id is not the group's current generation")]
     IllegalGeneration,
+    /// A joining member shares no protocol with the group.
     #[error("no protocol is supported by every member, or the protocol type differs")]
     InconsistentGroupProtocol,
+    /// An empty group id.
     #[error("invalid group id")]
     InvalidGroupId,
+    /// A member id the group does not know.
     #[error("unknown member id")]
     UnknownMemberId,
+    /// A session timeout outside the allowed range (the value sent, in ms).
     #[error("session timeout {0} ms outside the broker's allowed range")]
     InvalidSessionTimeout(i32),
+    /// The group is rebalancing: the member rejoins.
     #[error("the group is rebalancing")]
     RebalanceInProgress,
+    /// A first JoinGroup without a member id: the client rejoins with the one assigned.
     #[error("a member id is required: rejoin with the id given")]
     MemberIdRequired,
+    /// A static member replaced by a newer one.
     #[error("a newer member with the same group.instance.id has joined")]
     FencedInstanceId,
+    /// DeleteGroups on a group with members.
     #[error("the group is not empty")]
     NonEmptyGroup,
+    /// A group that does not exist.
     #[error("group not found")]
     GroupIdNotFound,
+    /// OffsetDelete of a partition the group still consumes.
     #[error("the group is subscribed to the topic")]
     GroupSubscribedToTopic,
+    /// Commit metadata longer than kept (its length in bytes).
     #[error("offset metadata of {0} bytes is too large")]
     OffsetMetadataTooLarge(usize),
+    /// An idempotent producer's sequence skipped ahead.
     #[error("out of order sequence number: expected {expected}, got {got}")]
-    OutOfOrderSequence { expected: i32, got: i32 },
+    OutOfOrderSequence {
+        /// The next sequence the partition accepts.
+        expected: i32,
+        /// The batch's first sequence.
+        got: i32,
+    },
+    /// An idempotent producer fenced by a newer epoch.
     #[error("producer epoch {got} is older than the current epoch {current}")]
-    InvalidProducerEpoch { got: i16, current: i16 },
+    InvalidProducerEpoch {
+        /// The batch's epoch.
+        got: i16,
+        /// The newest epoch the partition has seen.
+        current: i16,
+    },
+    /// The storage engine failed (a write, a read, a bad address): unlike
+    /// [`KelpError::StorageUnavailable`], not worth waiting out within the request.
     #[error("storage error: {0}")]
     Storage(String),
     /// The storage could not answer now (SeaweedMQ broker unreachable, leader moving, no
@@ -123,14 +222,9 @@ pub enum KelpError {
     /// REQUEST_TIMED_OUT instead ([`KelpError::timed_out_if_transient`]).
     #[error("storage unavailable: {0}")]
     StorageUnavailable(String),
+    /// Refused by policy, e.g. an operation the storage engine cannot do.
     #[error("not allowed: {0}")]
     PolicyViolation(String),
-}
-
-impl From<crate::log::LogError> for KelpError {
-    fn from(e: crate::log::LogError) -> Self {
-        KelpError::Storage(e.to_string())
-    }
 }
 
 impl KelpError {
@@ -199,14 +293,20 @@ impl KelpError {
 /// Errors that end a connection rather than produce an error response.
 #[derive(Debug, Error)]
 pub enum ConnectionError {
+    /// The socket failed or the peer went away.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    /// A length prefix outside what a request can be (length, largest allowed): reading on
+    /// would trust a length the broker cannot afford.
     #[error("frame length {0} outside 10..={1}")]
     BadFrameLength(i64, usize),
+    /// A frame that does not decode as its header says.
     #[error("malformed request: {0}")]
     Malformed(String),
+    /// An api key Kelp does not serve; Kafka closes the connection too.
     #[error("unknown api key {0}")]
     UnknownApiKey(i16),
+    /// A version of a served api Kelp does not serve (api key, version).
     #[error("unsupported version {1} of api key {0}")]
     UnsupportedVersion(i16, i16),
 }

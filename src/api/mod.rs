@@ -43,7 +43,10 @@ use crate::shard::Shard;
 
 /// What a handler sees of the request it serves.
 pub struct RequestContext {
+    /// The shard whose connection received the request; it routes partition and group work
+    /// to the owners.
     pub shard: Rc<Shard>,
+    /// The request header (api key, version, correlation id, client id).
     pub header: RequestHeader,
     /// The client's address ("ip:port"), as the connection saw it.
     pub peer: Rc<str>,

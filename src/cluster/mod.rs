@@ -5,6 +5,7 @@
 //! publish a new snapshot; partition state itself lives on the owning shards, not here.
 
 pub mod nodes;
+pub mod routing;
 pub mod topic_config;
 
 use std::collections::{BTreeMap, HashMap};
@@ -21,8 +22,12 @@ use crate::error::KelpError;
 /// One topic as clients see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicMeta {
+    /// The topic's name.
     pub name: String,
+    /// Its id (Fetch v13+, Metadata, DeleteTopics v6+): a recreated topic gets a new one, so
+    /// clients can tell the incarnations apart.
     pub id: Uuid,
+    /// Its partition count.
     pub partitions: i32,
     /// Explicitly set topic configs (defaults are not stored).
     pub configs: BTreeMap<String, String>,
@@ -48,7 +53,9 @@ impl TopicMeta {
 /// An immutable view of all topics.
 #[derive(Debug, Default, Clone)]
 pub struct Snapshot {
+    /// Topics by name.
     pub topics: HashMap<String, Arc<TopicMeta>>,
+    /// The same topics by id, for requests that name topics by id.
     pub by_id: HashMap<Uuid, Arc<TopicMeta>>,
 }
 
@@ -66,8 +73,11 @@ pub struct Cluster {
     next_producer_id: AtomicI64,
     /// The broker nodes clients are shown.
     pub nodes: nodes::Nodes,
+    /// Reported by Metadata and DescribeCluster (`--cluster-id`).
     pub cluster_id: String,
+    /// Whether Metadata and Produce create unknown topics (`--auto-create-topics`).
     pub auto_create: bool,
+    /// Partition count of a topic created without one (`--default-partitions`).
     pub default_partitions: i32,
     /// Where topic metadata is persisted (local storage); None keeps it in memory only.
     persist: Option<PathBuf>,

@@ -5,10 +5,10 @@
 //! `--advertise-shards` each shard is a node of its own, on a port of its own, named leader
 //! of the partitions it owns and coordinator of the groups it owns, so clients send each
 //! request straight to the core that serves it and the cross-core hop disappears. Owns no
-//! I/O; placement comes from `shard::routing`, so both always agree.
+//! I/O; placement comes from [`routing`], so both always agree.
 
+use super::routing;
 use crate::config::Config;
-use crate::shard::routing;
 
 /// One node as clients see it.
 #[derive(Debug, Clone, PartialEq, Eq)]

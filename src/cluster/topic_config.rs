@@ -2,27 +2,41 @@
 
 use crate::error::KelpError;
 
+/// Read on every produce ([`super::TopicMeta::max_message_bytes`]), so named once here.
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+/// Kafka's default `max.message.bytes` (1 MiB plus the record batch overhead), so clients
+/// tuned for Kafka fit.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_048_588;
 
 /// Kind of a config value, for validation and DescribeConfigs `config_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigType {
+    /// "true" or "false".
     Boolean = 1,
+    /// Any string.
     String = 2,
+    /// A 32-bit integer.
     Int = 3,
+    /// A 16-bit integer.
     Short = 4,
+    /// A 64-bit integer.
     Long = 5,
+    /// A floating-point number.
     Double = 6,
+    /// A comma-separated list.
     List = 7,
 }
 
 /// A known topic config and its broker default.
 #[derive(Debug, Clone, Copy)]
 pub struct ConfigDef {
+    /// Kafka's name for it.
     pub name: &'static str,
+    /// Kelp's default, as DescribeConfigs reports it.
     pub default: &'static str,
+    /// What values it takes.
     pub kind: ConfigType,
+    /// DescribeConfigs' documentation string (v3+).
     pub doc: &'static str,
 }
 

@@ -23,10 +23,11 @@ use tonic::transport::{Channel, Endpoint};
 
 use super::publisher::{self, Job};
 use super::topics::smq_topic;
-use super::{Command, ForwarderStats};
+use super::Command;
 use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::error::KelpError;
+use crate::metrics::ForwarderStats;
 
 /// The namespace of every Kafka topic in SeaweedMQ.
 pub const NAMESPACE: &str = "kafka";
@@ -59,9 +60,11 @@ pub struct Settings {
     pub filer: Option<String>,
     /// That filer's HTTP address.
     pub filer_http: Option<String>,
+    /// How often SeaweedMQ's topic list is read into the cluster metadata, so topics made
+    /// by other gateways appear.
     pub topic_refresh: Duration,
+    /// How long start-up waits for SeaweedMQ before giving up.
     pub connect_timeout: Duration,
-    pub default_partitions: i32,
 }
 
 impl Settings {
@@ -100,7 +103,6 @@ impl Settings {
             filer_http: c.seaweedmq_filer.as_deref().map(addr::http_host_port),
             topic_refresh: Duration::from_millis(c.seaweedmq_topic_refresh_ms.max(100)),
             connect_timeout: Duration::from_millis(c.seaweedmq_connect_timeout_ms),
-            default_partitions: c.default_partitions,
         })
     }
 }
@@ -113,8 +115,11 @@ pub(super) struct Route {
 /// Where a Kafka partition lives in SeaweedMQ.
 #[derive(Debug, Clone)]
 pub struct Placement {
+    /// The SeaweedMQ topic (`kafka/<name>`).
     pub topic: schema_pb::Topic,
+    /// The ring range that is this Kafka partition.
     pub partition: schema_pb::Partition,
+    /// The broker leading that range: publishes and reads go to it.
     pub leader: String,
 }
 
@@ -122,6 +127,7 @@ pub struct Placement {
 pub struct Forwarder {
     pub(super) s: Settings,
     pub(super) cluster: Arc<Cluster>,
+    /// Its counters, shared with `/metrics`.
     pub stats: Arc<ForwarderStats>,
     pub(super) brokers: RefCell<Vec<String>>,
     pub(super) control: Cell<usize>,

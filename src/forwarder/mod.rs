@@ -17,7 +17,7 @@ pub mod reads;
 pub mod records;
 pub mod topics;
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,7 @@ use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::error::KelpError;
 use crate::group::offsets::{CommittedOffset, TopicPartition};
+use crate::metrics::ForwarderStats;
 
 /// Capacity of the shard → forwarder command channel.
 const COMMAND_QUEUE: usize = 4096;
@@ -41,7 +42,9 @@ pub type BatchOffsets = Result<(i64, i64), KelpError>;
 /// A topic as SeaweedMQ knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicInfo {
+    /// The Kafka topic name (SeaweedMQ's `kafka/<name>`).
     pub name: String,
+    /// Partition count.
     pub partitions: i32,
     /// Stable id: derived from the name and SeaweedMQ's partition generation, so every Kelp
     /// (and every restart) reports the same id for the same topic incarnation.
@@ -51,15 +54,23 @@ pub struct TopicInfo {
 /// Batches read below the cache, re-encoded.
 #[derive(Debug, Default)]
 pub struct FetchOut {
+    /// Whole batches, offsets as SeaweedMQ assigned them.
     pub batches: Vec<Bytes>,
+    /// SeaweedMQ's high water mark when read.
     pub high_watermark: i64,
 }
 
 /// Group offsets loaded from the filer: (group, partition, offset).
 pub type LoadedOffsets = Vec<(String, TopicPartition, CommittedOffset)>;
 
-/// What a shard asks the forwarder.
+/// What a shard asks the forwarder. The fields of each variant are the arguments of the
+/// [`ForwarderHandle`] method that sends it, and `reply` carries its result.
+#[allow(
+    missing_docs,
+    reason = "variant fields: the arguments of the sending ForwarderHandle method"
+)]
 pub enum Command {
+    /// Publish batches to a partition ([`ForwarderHandle::publish`]).
     Publish {
         topic: String,
         partition: i32,
@@ -68,6 +79,7 @@ pub enum Command {
         permit: OwnedSemaphorePermit,
         reply: oneshot::Sender<Vec<BatchOffsets>>,
     },
+    /// Read below the cache ([`ForwarderHandle::fetch`]).
     Fetch {
         topic: String,
         partition: i32,
@@ -85,53 +97,46 @@ pub enum Command {
         deadline: Instant,
         reply: oneshot::Sender<Result<(i64, i64), KelpError>>,
     },
+    /// Create `kafka/<name>` ([`ForwarderHandle::create_topic`]).
     CreateTopic {
         name: String,
         partitions: i32,
         reply: oneshot::Sender<Result<TopicInfo, KelpError>>,
     },
+    /// Find `kafka/<name>` ([`ForwarderHandle::lookup_topic`]).
     LookupTopic {
         name: String,
         reply: oneshot::Sender<Result<Option<TopicInfo>, KelpError>>,
     },
+    /// Delete `kafka/<name>` ([`ForwarderHandle::delete_topic`]).
     DeleteTopic {
         name: String,
         reply: oneshot::Sender<Result<(), KelpError>>,
     },
+    /// Store a group's committed offsets on the filer.
     CommitOffsets {
         group: String,
         offsets: Vec<(TopicPartition, CommittedOffset)>,
         reply: oneshot::Sender<Result<(), KelpError>>,
     },
+    /// Remove some partitions' committed offsets of a group.
     DeleteOffsets {
         group: String,
         partitions: Vec<TopicPartition>,
         reply: oneshot::Sender<Result<(), KelpError>>,
     },
+    /// Remove every committed offset of a group.
     DeleteGroup {
         group: String,
         reply: oneshot::Sender<Result<(), KelpError>>,
     },
+    /// Load every group offset stored on the filer (start-up).
     LoadOffsets {
         reply: oneshot::Sender<Result<LoadedOffsets, KelpError>>,
     },
     /// Shutting down: answer once publishes are done and SeaweedMQ's offset checkpoint has
     /// had time to cover them (see [`ForwarderHandle::drain`]).
     Drain { reply: oneshot::Sender<()> },
-}
-
-/// Counters of the forwarder, read by `/metrics`.
-#[derive(Debug, Default)]
-pub struct ForwarderStats {
-    /// Commands sent by shards and not yet taken by the forwarder.
-    pub queued: AtomicI64,
-    /// Bytes of batches handed to the forwarder and not yet answered.
-    pub inflight_bytes: AtomicI64,
-    pub published_records: AtomicU64,
-    pub publish_errors: AtomicU64,
-    /// Publish streams (re)opened.
-    pub streams_opened: AtomicU64,
-    pub fetch_requests: AtomicU64,
 }
 
 /// The shards' side of the forwarder. Cheap to share (`Arc`); every method may be awaited
@@ -141,6 +146,7 @@ pub struct ForwarderHandle {
     inflight: Arc<Semaphore>,
     max_inflight_permits: u32,
     timeout: Duration,
+    /// Counters published on `/metrics`.
     pub stats: Arc<ForwarderStats>,
 }
 

@@ -18,6 +18,7 @@ use crate::record::walk;
 
 /// A batch turned into SeaweedMQ messages.
 pub struct Decoded {
+    /// One message per record, in offset order.
     pub messages: Vec<DataMessage>,
     /// Whether any record carried headers (they are dropped).
     pub had_headers: bool,

@@ -24,7 +24,11 @@ use crate::error::KelpError;
 pub struct GroupConfig {
     /// group.initial.rebalance.delay.ms.
     pub initial_rebalance_delay: Duration,
+    /// group.min.session.timeout.ms: a shorter session is refused, so a client cannot make
+    /// the coordinator expire members in a tight loop.
     pub min_session_timeout_ms: i32,
+    /// group.max.session.timeout.ms: a longer session is refused, so a dead member cannot
+    /// stall its group for long.
     pub max_session_timeout_ms: i32,
 }
 
@@ -40,7 +44,9 @@ impl Default for GroupConfig {
 
 /// An answer now, or one that arrives when the rebalance gets there.
 pub enum Pending<T> {
+    /// Answered at once.
     Ready(T),
+    /// Answered when the rebalance completes (or the member is dropped).
     Wait(oneshot::Receiver<T>),
 }
 
@@ -54,11 +60,17 @@ struct InitialDelay {
 
 /// One classic group.
 pub struct Group {
+    /// The group id.
     pub id: String,
+    /// Where the group is in its rebalance cycle.
     pub state: GroupState,
+    /// Bumped by every completed join phase; requests of another generation are refused.
     pub generation: i32,
+    /// Set by the first member; every later one must match.
     pub protocol_type: Option<String>,
+    /// The assignor chosen for the current generation.
     pub protocol: Option<String>,
+    /// Member id of the leader, who computes the assignment.
     pub leader: Option<String>,
     members: HashMap<String, Member>,
     /// Member ids handed out with MEMBER_ID_REQUIRED, valid until the deadline.

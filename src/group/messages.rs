@@ -12,13 +12,21 @@ use crate::error::KelpError;
 /// JoinGroup, decoded.
 #[derive(Debug, Clone)]
 pub struct JoinRequest {
+    /// Empty on a member's first join: the coordinator assigns one.
     pub member_id: String,
+    /// `group.instance.id` of a static member, whose id survives restarts.
     pub instance_id: Option<String>,
+    /// The client's `client.id`, shown by DescribeGroups.
     pub client_id: String,
+    /// The client's address, shown by DescribeGroups.
     pub client_host: String,
+    /// Silence after which the member is removed.
     pub session_timeout_ms: i32,
+    /// How long a rebalance waits for the members to rejoin.
     pub rebalance_timeout: Duration,
+    /// e.g. "consumer"; every member of a group must agree.
     pub protocol_type: String,
+    /// (assignor name, subscription metadata), in the member's order of preference.
     pub protocols: Vec<(String, Bytes)>,
     /// v4+: an unknown member first gets MEMBER_ID_REQUIRED and a member id (KIP-394).
     pub require_known_member: bool,
@@ -29,21 +37,32 @@ pub struct JoinRequest {
 /// One member as the leader sees it in the JoinGroup response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinMember {
+    /// The member's id.
     pub member_id: String,
+    /// Its `group.instance.id`, if static.
     pub instance_id: Option<String>,
+    /// Its subscription for the chosen protocol, which the leader assigns from.
     pub metadata: Bytes,
 }
 
 /// JoinGroup outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinResponse {
+    /// Why the join failed, if it did.
     pub error: Option<KelpError>,
+    /// The new generation; -1 on failure.
     pub generation_id: i32,
+    /// The group's protocol type.
     pub protocol_type: Option<String>,
+    /// The assignor every member supports, chosen by the coordinator.
     pub protocol_name: Option<String>,
+    /// Member id of the leader, who computes the assignment.
     pub leader: String,
+    /// KIP-814: the static leader rejoined and keeps the current assignment.
     pub skip_assignment: bool,
+    /// The member's (possibly new) id.
     pub member_id: String,
+    /// Every member, sent to the leader only.
     pub members: Vec<JoinMember>,
 }
 
@@ -66,20 +85,30 @@ impl JoinResponse {
 /// SyncGroup, decoded.
 #[derive(Debug, Clone)]
 pub struct SyncRequest {
+    /// The member syncing.
     pub member_id: String,
+    /// Its `group.instance.id`, if static.
     pub instance_id: Option<String>,
+    /// The generation it joined; an older one is refused.
     pub generation_id: i32,
+    /// v5+: checked against the group's, when sent.
     pub protocol_type: Option<String>,
+    /// v5+: checked against the group's, when sent.
     pub protocol_name: Option<String>,
+    /// (member id, assignment): sent by the leader only.
     pub assignments: Vec<(String, Bytes)>,
 }
 
 /// SyncGroup outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncResponse {
+    /// Why the sync failed, if it did.
     pub error: Option<KelpError>,
+    /// The group's protocol type.
     pub protocol_type: Option<String>,
+    /// The group's chosen assignor.
     pub protocol_name: Option<String>,
+    /// This member's share, as the leader assigned it.
     pub assignment: Bytes,
 }
 
@@ -98,73 +127,107 @@ impl SyncResponse {
 /// Heartbeat, decoded.
 #[derive(Debug, Clone)]
 pub struct HeartbeatRequest {
+    /// The member proving it is alive.
     pub member_id: String,
+    /// Its `group.instance.id`, if static.
     pub instance_id: Option<String>,
+    /// Its generation; an older one answers ILLEGAL_GENERATION.
     pub generation_id: i32,
 }
 
 /// One member leaving: by member id, or by instance id for static members.
 #[derive(Debug, Clone)]
 pub struct LeavingMember {
+    /// The member's id (may be empty when leaving by instance id).
     pub member_id: String,
+    /// The static member's `group.instance.id`.
     pub instance_id: Option<String>,
 }
 
 /// A member as DescribeGroups shows it.
 #[derive(Debug, Clone)]
 pub struct DescribedMember {
+    /// The member's id.
     pub member_id: String,
+    /// Its `group.instance.id`, if static.
     pub instance_id: Option<String>,
+    /// The client's `client.id`.
     pub client_id: String,
+    /// The client's address.
     pub client_host: String,
+    /// Its subscription for the group's protocol.
     pub metadata: Bytes,
+    /// Its current assignment.
     pub assignment: Bytes,
 }
 
 /// A group as DescribeGroups shows it.
 #[derive(Debug, Clone)]
 pub struct GroupDescription {
+    /// Where the group is in its rebalance cycle.
     pub state: GroupState,
+    /// e.g. "consumer"; empty for a group with offsets only.
     pub protocol_type: String,
+    /// The chosen assignor.
     pub protocol: String,
+    /// Current members.
     pub members: Vec<DescribedMember>,
 }
 
 /// A group as ListGroups shows it.
 #[derive(Debug, Clone)]
 pub struct GroupListing {
+    /// The group's id.
     pub group_id: String,
+    /// e.g. "consumer"; empty for a group with offsets only.
     pub protocol_type: String,
+    /// Where the group is in its rebalance cycle (ListGroups v4+ filters on it).
     pub state: GroupState,
 }
 
 /// Who commits: a group member (generation >= 0 or a member id) or a "simple" committer.
 #[derive(Debug, Clone)]
 pub struct CommitRequest {
+    /// The committing member; empty for a simple committer.
     pub member_id: String,
+    /// Its `group.instance.id`, if static.
     pub instance_id: Option<String>,
+    /// The member's generation, -1 for a simple committer; a stale one is refused so a
+    /// member that lost its partitions cannot overwrite the new owner's offsets.
     pub generation_id: i32,
+    /// What to commit, per partition.
     pub offsets: Vec<(TopicPartition, CommittedOffset)>,
 }
 
 /// OffsetFetch for one group: None fetches every committed partition.
 #[derive(Debug, Clone)]
 pub struct FetchRequest {
+    /// The partitions asked for; None for all.
     pub partitions: Option<Vec<TopicPartition>>,
 }
 
 /// A request addressed to the coordinator of one group (`List` goes to every shard).
 #[derive(Debug)]
 pub enum GroupRequest {
+    /// JoinGroup to group `.0`.
     Join(String, JoinRequest),
+    /// SyncGroup to group `.0`.
     Sync(String, SyncRequest),
+    /// Heartbeat to group `.0`.
     Heartbeat(String, HeartbeatRequest),
+    /// LeaveGroup: members leaving group `.0`.
     Leave(String, Vec<LeavingMember>),
+    /// DescribeGroups for one group.
     Describe(String),
+    /// ListGroups: this shard's groups.
     List,
+    /// DeleteGroups for one group.
     Delete(String),
+    /// OffsetCommit to group `.0`.
     Commit(String, CommitRequest),
+    /// OffsetFetch from group `.0`.
     Fetch(String, FetchRequest),
+    /// OffsetDelete: partitions whose offsets group `.0` drops.
     DeleteOffsets(String, Vec<TopicPartition>),
 }
 
@@ -193,17 +256,25 @@ pub type PartitionResults = Vec<(TopicPartition, Result<(), KelpError>)>;
 /// A coordinator's reply, one variant per request.
 #[derive(Debug)]
 pub enum GroupReply {
+    /// To [`GroupRequest::Join`].
     Join(JoinResponse),
+    /// To [`GroupRequest::Sync`].
     Sync(SyncResponse),
+    /// To [`GroupRequest::Heartbeat`].
     Heartbeat(Result<(), KelpError>),
     /// Group-level result, then one result per leaving member in request order.
     Leave(Result<Vec<Result<(), KelpError>>, KelpError>),
+    /// To [`GroupRequest::Describe`].
     Describe(Result<GroupDescription, KelpError>),
+    /// To [`GroupRequest::List`].
     List(Vec<GroupListing>),
+    /// To [`GroupRequest::Delete`].
     Delete(Result<(), KelpError>),
+    /// Group-level error, or one result per committed partition.
     Commit(Result<PartitionResults, KelpError>),
     /// Group-level error or (partition, offset if committed).
     Fetch(Result<Vec<(TopicPartition, Option<CommittedOffset>)>, KelpError>),
+    /// Group-level error, or one result per partition.
     DeleteOffsets(Result<PartitionResults, KelpError>),
     /// The coordinator could not be reached.
     Unavailable,

@@ -1,7 +1,7 @@
 //! Consumer group coordination (Kafka's classic group protocol), sharded by group id.
 //!
-//! Each group lives on exactly one shard, its coordinator shard (`shard::routing::group_owner`).
-//! [`Coordinator`] holds that shard's groups and committed offsets and answers [`GroupRequest`]s,
+//! Each group lives on exactly one shard, its coordinator shard
+//! ([`crate::cluster::routing::group_owner`]). [`Coordinator`] holds that shard's groups and committed offsets and answers [`GroupRequest`]s,
 //! whether they come from a connection on the same core or over the channel mesh from another.
 //! [`Group`] is the pure per-group state machine; [`OffsetStore`] the pluggable offsets store.
 //! Nothing here touches the network, partitions or cluster metadata; `api/` validates topics.

@@ -14,9 +14,13 @@ use crate::error::KelpError;
 /// One committed offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedOffset {
+    /// The next offset the group will consume.
     pub offset: i64,
+    /// The leader epoch the client saw (-1 if none), returned as given.
     pub leader_epoch: i32,
+    /// Free-form client metadata, returned as given.
     pub metadata: String,
+    /// When it was committed, in ms since the epoch.
     pub commit_timestamp_ms: i64,
 }
 

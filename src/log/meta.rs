@@ -21,10 +21,13 @@ pub const TOPICS_FILE: &str = "topics.json";
 /// One topic as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredTopic {
+    /// The topic's name.
     pub name: String,
     /// Topic id, hyphenated.
     pub id: String,
+    /// Its partition count.
     pub partitions: i32,
+    /// Its config overrides; absent in files written before topics had configs.
     #[serde(default)]
     pub configs: BTreeMap<String, String>,
 }

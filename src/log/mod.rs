@@ -20,19 +20,37 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+use crate::error::KelpError;
+
 pub use partition_log::{PartitionLog, RollSettings, Ticket};
 
 /// Failures of the durable log.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum LogError {
+    /// A write, fdatasync or file creation failed: what was appended is not durable.
     #[error("log write failed: {0}")]
     Write(String),
+    /// Reading appended data back failed.
     #[error("log read failed: {0}")]
     Read(String),
+    /// Start-up could not make sense of what is on disk.
     #[error("log recovery failed: {0}")]
     Recovery(String),
+    /// The data directory cannot be created or written: fails the start, not a produce.
     #[error("data directory {path}: {reason}")]
-    DataDir { path: String, reason: String },
+    DataDir {
+        /// The directory or file that failed.
+        path: String,
+        /// The OS error.
+        reason: String,
+    },
+}
+
+// Here rather than in `error`, which stays a leaf that every module may import.
+impl From<LogError> for KelpError {
+    fn from(e: LogError) -> Self {
+        KelpError::Storage(e.to_string())
+    }
 }
 
 /// Directory of one partition's segments.

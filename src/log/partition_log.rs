@@ -26,14 +26,18 @@ use crate::record::batch::{first_offset_at_or_after, BatchHeader};
 /// Roll settings of the partition's topic at the time of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RollSettings {
+    /// Roll to a new segment before this size is exceeded (`segment.bytes`).
     pub segment_bytes: u64,
+    /// Roll a segment this old, in ms (`segment.ms`; `u64::MAX`: never).
     pub segment_ms: u64,
 }
 
 /// What an append waits for: written (or synced) past `target` in generation `gen`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ticket {
+    /// The log generation the append was queued in: a failed write ends it.
     pub gen: u64,
+    /// The offset after the append's last batch.
     pub target: i64,
 }
 

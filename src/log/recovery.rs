@@ -24,8 +24,11 @@ pub const LOG_START_FILE: &str = "log-start-offset";
 
 /// A recovered partition.
 pub struct Recovered {
+    /// The log, ready for appends after the last intact batch.
     pub log: PartitionLog,
+    /// First readable offset (the checkpointed log start, within the segments).
     pub log_start: i64,
+    /// Offset after the last intact batch.
     pub next_offset: i64,
     /// (largest batch max timestamp, base offset of that batch), or (-1, -1).
     pub max_timestamp: (i64, i64),

@@ -7,15 +7,20 @@
 /// A topic's retention limits (-1: unlimited).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
+    /// `retention.bytes`: the partition's size above which its oldest segments go.
     pub bytes: i64,
+    /// `retention.ms`: the age, by the newest batch timestamp, past which a segment goes.
     pub ms: i64,
 }
 
 /// One sealed segment as retention sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SealedSegment {
+    /// Its first offset.
     pub base: i64,
+    /// The offset after its last batch: the new log start if it goes.
     pub next_offset: i64,
+    /// Its bytes, counted against `retention.bytes`.
     pub size: u64,
     /// Largest batch timestamp in the segment (-1: none).
     pub max_timestamp: i64,

@@ -18,6 +18,7 @@ use crate::record::walk;
 pub struct Found {
     /// Position in the scanned slice.
     pub pos: usize,
+    /// Its header, already checked.
     pub header: BatchHeader,
 }
 
@@ -27,9 +28,19 @@ pub enum Stop {
     /// Every byte was consumed.
     End,
     /// The last batch continues past the slice: read more from `Found`-less position.
-    NeedMore { pos: usize, total: usize },
+    NeedMore {
+        /// Where the unfinished batch starts.
+        pos: usize,
+        /// Its whole length, 0 when even its length field was cut off.
+        total: usize,
+    },
     /// Bytes at `pos` are not an intact batch (torn write, padding, garbage).
-    Corrupt { pos: usize, why: &'static str },
+    Corrupt {
+        /// Where the bad bytes start.
+        pos: usize,
+        /// What was wrong with them.
+        why: &'static str,
+    },
 }
 
 /// Largest batch recovery believes (above any max.message.bytes a topic can be given).
@@ -136,9 +147,11 @@ pub const SCAN_CHUNK: usize = 1 << 20;
 /// What scanning one whole segment found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scanned {
+    /// The sparse index rebuilt from the intact batches.
     pub index: SegmentIndex,
     /// Bytes of intact batches from the start of the segment.
     pub valid_len: u64,
+    /// The file's length when scanned: more than `valid_len` means a tail to truncate.
     pub file_len: u64,
     /// Offset after the last intact batch.
     pub next_offset: i64,
@@ -163,6 +176,7 @@ pub struct SegmentScan {
 }
 
 impl SegmentScan {
+    /// A scan reading `chunk` bytes at a time (more when a batch is bigger).
     pub fn new(base: i64, file_len: u64, chunk: usize) -> SegmentScan {
         SegmentScan {
             base,

@@ -32,6 +32,7 @@ pub fn parse_log_name(name: &str) -> Option<i64> {
 
 /// A segment: its file, logical size, offsets and index.
 pub struct Segment {
+    /// Its first offset, also its file name.
     pub base: i64,
     path: PathBuf,
     /// Read handle (through the page cache, like the writes).
@@ -44,6 +45,7 @@ pub struct Segment {
     pub size: u64,
     /// Offset after the last batch (== base when empty).
     pub next_offset: i64,
+    /// Sparse offset → position index, so a read seeks instead of scanning.
     pub index: SegmentIndex,
     /// When the segment was created or recovered (for `segment.ms`).
     pub opened: Instant,

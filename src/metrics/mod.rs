@@ -17,8 +17,11 @@ use hdrhistogram::Histogram;
 /// Request kinds with their own latency histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// Produce, whose latency includes the storage's durability wait.
     Produce = 0,
+    /// Fetch, whose latency includes the long-poll wait.
     Fetch = 1,
+    /// Everything else.
     Other = 2,
 }
 
@@ -41,11 +44,17 @@ const MAX_LATENCY_US: u64 = 3_600_000_000;
 
 /// One core's counters.
 pub struct ShardStats {
+    /// The shard's index (the `shard` label).
     pub shard: usize,
+    /// The core it is pinned to (the `core` label).
     pub core: usize,
+    /// Open client connections.
     pub connections: AtomicI64,
+    /// Bytes held by the batch cache: the figure the cache budget is enforced on.
     pub cache_bytes: AtomicU64,
+    /// Produce request bytes received (whole frames).
     pub produce_bytes: AtomicU64,
+    /// Fetch response bytes sent.
     pub fetch_bytes: AtomicU64,
     /// Partition items (produce, fetch, offsets) this core handed to their owning core: the
     /// cross-core hops that `--advertise-shards` saves.
@@ -88,11 +97,29 @@ impl ShardStats {
     }
 }
 
+/// Counters of the SeaweedMQ forwarder, read by `/metrics`. Defined here rather than in
+/// `forwarder` so that metrics depends on nothing of the data path; the forwarder updates them.
+#[derive(Debug, Default)]
+pub struct ForwarderStats {
+    /// Commands sent by shards and not yet taken by the forwarder.
+    pub queued: AtomicI64,
+    /// Bytes of batches handed to the forwarder and not yet answered.
+    pub inflight_bytes: AtomicI64,
+    /// Records SeaweedMQ acknowledged.
+    pub published_records: AtomicU64,
+    /// Publish streams that broke or could not open.
+    pub publish_errors: AtomicU64,
+    /// Publish streams (re)opened.
+    pub streams_opened: AtomicU64,
+    /// Reads below the cache sent to SeaweedMQ (FetchMessage).
+    pub fetch_requests: AtomicU64,
+}
+
 /// Every shard's stats, readable from any thread.
 #[derive(Default)]
 pub struct Registry {
     shards: Mutex<Vec<Arc<ShardStats>>>,
-    forwarder: Mutex<Option<Arc<crate::forwarder::ForwarderStats>>>,
+    forwarder: Mutex<Option<Arc<ForwarderStats>>>,
     request_memory: Mutex<Option<RequestMemoryGauge>>,
 }
 
@@ -109,14 +136,14 @@ impl Registry {
     }
 
     /// Adds the SeaweedMQ forwarder's counters.
-    pub fn register_forwarder(&self, stats: Arc<crate::forwarder::ForwarderStats>) {
+    pub fn register_forwarder(&self, stats: Arc<ForwarderStats>) {
         if let Ok(mut f) = self.forwarder.lock() {
             *f = Some(stats);
         }
     }
 
     /// The forwarder's counters, when it runs.
-    pub fn forwarder(&self) -> Option<Arc<crate::forwarder::ForwarderStats>> {
+    pub fn forwarder(&self) -> Option<Arc<ForwarderStats>> {
         self.forwarder.lock().ok().and_then(|f| f.clone())
     }
 

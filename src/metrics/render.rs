@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use super::{Kind, Registry};
+use super::{ForwarderStats, Kind, Registry};
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
@@ -131,7 +131,7 @@ pub fn render(reg: &Registry) -> String {
 }
 
 /// The SeaweedMQ forwarder's queue depth and counters.
-fn render_forwarder(out: &mut String, f: &crate::forwarder::ForwarderStats) {
+fn render_forwarder(out: &mut String, f: &ForwarderStats) {
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let gauges = [
         (
@@ -198,7 +198,7 @@ mod tests {
             "kelp_request_latency_seconds_count{shard=\"0\",core=\"3\",kind=\"produce\"} 1"
         ));
         assert!(!text.contains("kelp_forwarder"));
-        let f = Arc::new(crate::forwarder::ForwarderStats::default());
+        let f = Arc::new(ForwarderStats::default());
         f.queued.store(3, Ordering::Relaxed);
         reg.register_forwarder(f);
         assert!(render(&reg).contains("kelp_forwarder_queue_depth 3"));

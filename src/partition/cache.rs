@@ -7,9 +7,13 @@ use bytes::Bytes;
 /// One cached batch with the header fields reads need.
 #[derive(Debug, Clone)]
 pub struct CachedBatch {
+    /// Base offset.
     pub base: i64,
+    /// Last offset.
     pub last: i64,
+    /// Largest record timestamp in the batch.
     pub max_timestamp: i64,
+    /// The batch as the producer sent it, base offset rewritten.
     pub data: Bytes,
 }
 

@@ -11,10 +11,15 @@ use super::{RequestHeader, Response};
 /// One partition of a Fetch response.
 #[derive(Debug, Default, Clone)]
 pub struct PartitionOut {
+    /// The partition index.
     pub index: i32,
+    /// Its error code (`code::NONE` when records follow).
     pub error_code: i16,
+    /// The offset after the last committed record.
     pub high_watermark: i64,
+    /// Equal to the high watermark: without transactions nothing is pending.
     pub last_stable_offset: i64,
+    /// The first offset still stored (v5+).
     pub log_start_offset: i64,
     /// Whole record batches, in offset order.
     pub records: Vec<Bytes>,
@@ -30,8 +35,11 @@ impl PartitionOut {
 /// One topic of a Fetch response.
 #[derive(Debug, Default, Clone)]
 pub struct TopicOut {
+    /// The topic's name, sent up to v12.
     pub name: String,
+    /// The topic's id, sent instead of the name from v13.
     pub topic_id: [u8; 16],
+    /// Its partitions, in request order.
     pub partitions: Vec<PartitionOut>,
 }
 

@@ -7,9 +7,13 @@ use crate::error::ConnectionError;
 /// A parsed request header and where the body starts in the frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHeader {
+    /// Which API ([`super::versions::key`]).
     pub api_key: i16,
+    /// Its version, which decides the body's layout.
     pub api_version: i16,
+    /// Echoed in the response so the client can match it to the request.
     pub correlation_id: i32,
+    /// The client's `client.id`, for logs and DescribeGroups.
     pub client_id: Option<String>,
     /// Offset of the request body within the frame.
     pub body_offset: usize,

@@ -12,23 +12,31 @@ use super::wire::{Reader, WireError};
 /// One partition's produce data: its index and records (None when the client sent null).
 #[derive(Debug)]
 pub struct PartitionData {
+    /// The partition index.
     pub index: i32,
+    /// The record batches, a slice of the request frame (not copied).
     pub records: Option<BytesMut>,
 }
 
 /// One topic's produce data.
 #[derive(Debug)]
 pub struct TopicData {
+    /// The topic's name.
     pub name: String,
+    /// Its partitions, in request order.
     pub partitions: Vec<PartitionData>,
 }
 
 /// A decoded Produce request.
 #[derive(Debug)]
 pub struct ProduceRequest {
+    /// Set by transactional producers, which Kelp refuses.
     pub transactional_id: Option<String>,
+    /// 0: no answer; 1: after the append; -1: after the storage says durable.
     pub acks: i16,
+    /// How long the producer waits for acks; also caps the storage wait.
     pub timeout_ms: i32,
+    /// The topics, in request order.
     pub topics: Vec<TopicData>,
 }
 

@@ -3,7 +3,7 @@
 //! `request_decode` fuzz target so that what is fuzzed is what clients reach.
 //!
 //! Owns the mapping from api key to request type. Produce goes through the hand-written
-//! zero-copy decoder; every other request first passes [`shape`](super::shape) and only then
+//! zero-copy decoder; every other request first passes [`shape`] and only then
 //! the kafka-protocol crate, whose array decoders allocate by the count they read.
 
 use bytes::{Bytes, BytesMut};
@@ -27,8 +27,12 @@ macro_rules! requests {
         /// A decoded request of any API Kelp implements.
         #[derive(Debug)]
         pub enum Request {
+            /// Produce, decoded by Kelp itself so record batches stay slices of the frame.
             Produce(ProduceRequest),
-            $($variant($ty),)*
+            $(
+                #[doc = concat!(stringify!($variant), ", decoded by kafka-protocol after the shape check.")]
+                $variant($ty),
+            )*
         }
 
         /// Decodes the body of a request whose header is `header`; `body` is the frame after

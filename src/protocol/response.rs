@@ -9,6 +9,7 @@ use crate::error::KelpError;
 /// One complete response frame (length prefix included) as slices in wire order.
 #[derive(Debug, Default)]
 pub struct Response {
+    /// Written with one writev: record batches go out as the cached slices, not copied.
     pub chunks: Vec<Bytes>,
 }
 

@@ -3,37 +3,65 @@
 /// One implemented API: key, version range, first flexible (KIP-482) version.
 #[derive(Debug, Clone, Copy)]
 pub struct ApiSupport {
+    /// The api key ([`key`]).
     pub key: i16,
+    /// Kafka's name for it, for logs.
     pub name: &'static str,
+    /// Oldest version served.
     pub min: i16,
+    /// Newest version served.
     pub max: i16,
+    /// From this version on, headers and bodies use compact, tagged (flexible) encoding.
     pub first_flexible: i16,
 }
 
 /// API keys Kelp handles.
 pub mod key {
+    /// Produce: append record batches.
     pub const PRODUCE: i16 = 0;
+    /// Fetch: read record batches, long-polling.
     pub const FETCH: i16 = 1;
+    /// ListOffsets: earliest, latest or by-timestamp offsets.
     pub const LIST_OFFSETS: i16 = 2;
+    /// Metadata: brokers, topics, partition leaders.
     pub const METADATA: i16 = 3;
+    /// OffsetCommit: store a group's consumed offsets.
     pub const OFFSET_COMMIT: i16 = 8;
+    /// OffsetFetch: read a group's committed offsets.
     pub const OFFSET_FETCH: i16 = 9;
+    /// FindCoordinator: which node serves a group.
     pub const FIND_COORDINATOR: i16 = 10;
+    /// JoinGroup: enter a group's rebalance.
     pub const JOIN_GROUP: i16 = 11;
+    /// Heartbeat: keep a group membership alive.
     pub const HEARTBEAT: i16 = 12;
+    /// LeaveGroup: leave a group without waiting for the session timeout.
     pub const LEAVE_GROUP: i16 = 13;
+    /// SyncGroup: hand out (leader) or collect the assignment.
     pub const SYNC_GROUP: i16 = 14;
+    /// DescribeGroups: a group's state and members.
     pub const DESCRIBE_GROUPS: i16 = 15;
+    /// ListGroups: every group.
     pub const LIST_GROUPS: i16 = 16;
+    /// ApiVersions: what this broker serves; the first request of most clients.
     pub const API_VERSIONS: i16 = 18;
+    /// CreateTopics.
     pub const CREATE_TOPICS: i16 = 19;
+    /// DeleteTopics.
     pub const DELETE_TOPICS: i16 = 20;
+    /// InitProducerId: a producer id and epoch for an idempotent producer.
     pub const INIT_PRODUCER_ID: i16 = 22;
+    /// DescribeConfigs: topic and broker configs.
     pub const DESCRIBE_CONFIGS: i16 = 32;
+    /// DeleteGroups: drop empty groups and their offsets.
     pub const DELETE_GROUPS: i16 = 42;
+    /// OffsetDelete: drop a group's offsets for some partitions.
     pub const OFFSET_DELETE: i16 = 47;
+    /// DescribeCluster: brokers and the controller (admin clients).
     pub const DESCRIBE_CLUSTER: i16 = 60;
+    /// DeleteRecords: move a partition's log start forward.
     pub const DELETE_RECORDS: i16 = 21;
+    /// IncrementalAlterConfigs: change topic configs.
     pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 }
 

@@ -39,17 +39,21 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    /// An int8; fails rather than read past the end, like every reader here.
     pub fn i8(&mut self) -> Result<i8, WireError> {
         Ok(self.take(1, "int8")?[0] as i8)
     }
+    /// A big-endian int16.
     pub fn i16(&mut self) -> Result<i16, WireError> {
         let s = self.take(2, "int16")?;
         Ok(i16::from_be_bytes([s[0], s[1]]))
     }
+    /// A big-endian int32.
     pub fn i32(&mut self) -> Result<i32, WireError> {
         let s = self.take(4, "int32")?;
         Ok(i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
     }
+    /// A big-endian int64.
     pub fn i64(&mut self) -> Result<i64, WireError> {
         let s = self.take(8, "int64")?;
         let mut a = [0u8; 8];

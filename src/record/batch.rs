@@ -37,18 +37,30 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
 /// Header fields of one batch, read from its first [`BATCH_HEADER_LEN`] bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchHeader {
+    /// Offset of the first record: the producer's value until Kelp rewrites it in place
+    /// (the CRC does not cover it).
     pub base_offset: i64,
     /// Length of the batch after the length field itself.
     pub batch_length: i32,
+    /// Format version; only 2 (the v2 batch format) is accepted.
     pub magic: i8,
+    /// CRC32C from the attributes to the end of the batch.
     pub crc: u32,
+    /// Compression codec, timestamp type, transactional and control flags.
     pub attributes: i16,
+    /// Offset of the last record minus `base_offset`.
     pub last_offset_delta: i32,
+    /// Timestamp of the first record; the others are deltas from it.
     pub base_timestamp: i64,
+    /// Largest record timestamp (ListOffsets by max timestamp reads it).
     pub max_timestamp: i64,
+    /// Idempotent producer id, -1 for a plain producer.
     pub producer_id: i64,
+    /// The producer's epoch; a lower one than last seen is fenced.
     pub producer_epoch: i16,
+    /// Sequence of the first record, checked for duplicates and gaps.
     pub base_sequence: i32,
+    /// Records in the batch, checked against the records themselves.
     pub record_count: i32,
 }
 

@@ -70,9 +70,13 @@ impl WalkError {
 /// One record, its key and value zero-copy slices of the batch (or of the inflated data).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordRef {
+    /// Offset relative to the batch's base offset.
     pub offset_delta: i32,
+    /// Timestamp relative to the batch's base timestamp.
     pub timestamp_delta: i64,
+    /// The record key; None for a null key.
     pub key: Option<Bytes>,
+    /// The record value; None for a tombstone.
     pub value: Option<Bytes>,
     /// Number of record headers (their contents are checked, not kept).
     pub header_count: u32,

@@ -13,10 +13,6 @@ use std::sync::Arc;
 
 use event_listener::Event;
 
-/// Largest read issued on a connection whose current frame is small (and the usual size of
-/// its read buffer): big enough for many pipelined requests per syscall.
-pub const READ_CHUNK: usize = 64 * 1024;
-
 /// Read buffer of a connection with nothing in progress: idle connections hold only this.
 pub const IDLE_CHUNK: usize = 1024;
 

@@ -21,9 +21,10 @@ use futures::future::Either;
 use futures_lite::AsyncReadExt;
 use glommio::net::{TcpListener, TcpStream};
 
-use super::budget::{Lease, RequestMemory, IDLE_CHUNK, READ_CHUNK};
+use super::budget::{Lease, RequestMemory, IDLE_CHUNK};
 use super::writev;
 use crate::api;
+use crate::config::READ_CHUNK;
 use crate::error::ConnectionError;
 use crate::metrics::Kind;
 use crate::protocol::versions::key;

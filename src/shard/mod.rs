@@ -9,7 +9,6 @@
 //! metadata snapshot.
 
 pub mod ops;
-pub mod routing;
 pub mod storage;
 pub mod topics;
 
@@ -23,7 +22,7 @@ use futures::channel::oneshot;
 use futures::StreamExt;
 use glommio::channels::channel_mesh::{Receivers, Senders};
 
-use crate::cluster::Cluster;
+use crate::cluster::{routing, Cluster};
 use crate::config::Config;
 use crate::error::KelpError;
 use crate::group::{Coordinator, GroupConfig, GroupReply, GroupRequest, OffsetStore};
@@ -41,7 +40,9 @@ pub struct Shard {
     pub id: usize,
     /// Number of shards.
     pub count: usize,
+    /// The broker's configuration.
     pub config: Arc<Config>,
+    /// The shared topic metadata.
     pub cluster: Arc<Cluster>,
     partitions: RefCell<HashMap<PartitionKey, Partition>>,
     /// Append order of cached batches across this shard's partitions, for eviction: each

@@ -17,8 +17,11 @@ use crate::record::ValidatedBatches;
 
 /// Append validated batches to a partition.
 pub struct ProduceItem {
+    /// Topic.
     pub topic: String,
+    /// Partition.
     pub partition: i32,
+    /// The batches, validated where the request arrived.
     pub batches: ValidatedBatches,
     /// The request's acks: -1 waits for durability (per the fsync policy).
     pub acks: i16,
@@ -31,9 +34,13 @@ pub type ProduceOut = Result<(i64, i64), KelpError>;
 
 /// Read batches from a partition.
 pub struct ReadItem {
+    /// Topic.
     pub topic: String,
+    /// Partition.
     pub partition: i32,
+    /// Fetch offset.
     pub offset: i64,
+    /// The partition's byte limit (first-batch rule applies).
     pub max_bytes: usize,
     /// The request's response limit, the same for every item of a request: the items a
     /// shard runs for one request read at most this much in all (plus the first batch),
@@ -71,8 +78,11 @@ pub type ReadResult = Result<ReadOut, KelpError>;
 
 /// Look an offset up by timestamp.
 pub struct OffsetsItem {
+    /// Topic.
     pub topic: String,
+    /// Partition.
     pub partition: i32,
+    /// Timestamp to look up, or a special one ([`crate::partition::timestamp`]).
     pub timestamp: i64,
 }
 
@@ -81,8 +91,11 @@ pub type OffsetsOut = Result<(i64, i64), KelpError>;
 
 /// Move a partition's log start offset forward (DeleteRecords); -1 means the high watermark.
 pub struct DeleteRecordsItem {
+    /// Topic.
     pub topic: String,
+    /// Partition.
     pub partition: i32,
+    /// The new log start offset (-1: the high watermark).
     pub offset: i64,
 }
 
@@ -91,20 +104,28 @@ pub type DeleteRecordsOut = Result<i64, KelpError>;
 
 /// Wait until any of these partitions has data past the offset, or the deadline passes.
 pub struct WaitItem {
+    /// Topic.
     pub topic: String,
+    /// Partition.
     pub partition: i32,
+    /// The fetch offset: data past it ends the wait.
     pub offset: i64,
 }
 
 /// A message between shards.
 pub enum ShardMsg {
+    /// Appends, answered per item.
     Produce(Vec<ProduceItem>, oneshot::Sender<Vec<ProduceOut>>),
+    /// DeleteRecords, answered per item.
     DeleteRecords(
         Vec<DeleteRecordsItem>,
         oneshot::Sender<Vec<DeleteRecordsOut>>,
     ),
+    /// Reads, answered per item.
     Read(Vec<ReadItem>, oneshot::Sender<Vec<ReadResult>>),
+    /// ListOffsets lookups, answered per item.
     ListOffsets(Vec<OffsetsItem>, oneshot::Sender<Vec<OffsetsOut>>),
+    /// A long-poll: answered when data arrives or at the deadline.
     Wait(Vec<WaitItem>, Instant, oneshot::Sender<()>),
     /// A topic was deleted: drop its partition state and wake its waiters.
     DropTopic(String),

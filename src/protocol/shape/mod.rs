@@ -3,7 +3,7 @@
 //! The kafka-protocol crate's array decoders call `Vec::with_capacity(count)` with the count
 //! read from the frame before checking it against the bytes that remain, so a 21-byte frame
 //! could ask for a 150 GB allocation and abort the process. This module owns the schema types,
-//! the generated table of Kafka's request shapes ([`schema`]) and a walk over a body that
+//! the generated table of Kafka's request shapes (`schema`) and a walk over a body that
 //! allocates nothing and refuses every length or count larger than what is left (a count is
 //! checked as count × the element's smallest encoding). Only a body that passes reaches the
 //! crate, whose allocations are then bounded by the frame size.
@@ -24,8 +24,10 @@ pub const MAX: i16 = i16::MAX;
 pub struct V(pub i16, pub i16);
 
 impl V {
+    /// An empty range: for "never nullable" and "never tagged".
     pub const NONE: V = V(1, 0);
 
+    /// Whether `version` is in the range.
     pub const fn has(self, version: i16) -> bool {
         self.0 <= version && version <= self.1
     }
@@ -34,28 +36,47 @@ impl V {
 /// A field's wire type.
 #[derive(Debug)]
 pub enum Kind {
+    /// One byte.
     Bool,
+    /// One byte.
     Int8,
+    /// Two bytes.
     Int16,
+    /// Two bytes.
     Uint16,
+    /// Four bytes.
     Int32,
+    /// Four bytes.
     Uint32,
+    /// Eight bytes.
     Int64,
+    /// Eight bytes.
     Float64,
+    /// Sixteen bytes.
     Uuid,
+    /// Length-prefixed (int16, or a varint when flexible); the length is checked against
+    /// what remains.
     String,
+    /// Length-prefixed (int32, or a varint when flexible).
     Bytes,
+    /// A record set: length-prefixed like `Bytes`; its batches are checked later by `record`.
     Records,
+    /// A nested struct with its own fields (and tagged section when flexible).
     Struct(&'static [Field]),
+    /// A counted array; the count is checked as count × the element's smallest encoding.
     Array(&'static Kind),
 }
 
 /// One field of a message or struct.
 #[derive(Debug)]
 pub struct Field {
+    /// Kafka's field name, reported in a [`ShapeError`].
     pub name: &'static str,
+    /// Its wire type.
     pub kind: Kind,
+    /// The versions that carry it.
     pub versions: V,
+    /// The versions in which it may be null (length -1).
     pub nullable: V,
     /// Tag number and the versions in which the field travels in the tagged section.
     pub tag: Option<(u32, V)>,
@@ -73,11 +94,13 @@ pub const fn f(name: &'static str, kind: Kind, versions: V) -> Field {
 }
 
 impl Field {
+    /// The field, nullable in `versions`.
     pub const fn nullable(mut self, versions: V) -> Self {
         self.nullable = versions;
         self
     }
 
+    /// The field, carried as tag `tag` in `versions`.
     pub const fn tagged(mut self, tag: u32, versions: V) -> Self {
         self.tag = Some((tag, versions));
         self
@@ -98,11 +121,15 @@ impl Field {
 /// A top-level message: a request, or a message carried inside one (consumer protocol).
 #[derive(Debug)]
 pub struct Message {
+    /// Kafka's message name, reported in a [`ShapeError`].
     pub name: &'static str,
     /// -1 for messages that are not requests.
     pub api_key: i16,
+    /// The versions that exist; others are refused before any field is read.
     pub valid: V,
+    /// The versions with compact lengths and tagged sections.
     pub flexible: V,
+    /// Its fields in wire order.
     pub fields: &'static [Field],
 }
 
@@ -110,10 +137,15 @@ pub struct Message {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message} v{version}: {what} in {field} at byte {at}")]
 pub struct ShapeError {
+    /// The message being checked.
     pub message: &'static str,
+    /// Its version.
     pub version: i16,
+    /// The field where the walk stopped ("-" before the first).
     pub field: &'static str,
+    /// What was wrong.
     pub what: &'static str,
+    /// Byte offset in the body.
     pub at: usize,
 }
 
