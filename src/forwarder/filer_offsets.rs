@@ -1,7 +1,7 @@
 //! Group offsets on the filer for the forwarder: commits, deletes and the start-up load of
 //! `/topics/kafka/.meta/consumer_offsets/<group>/<topic>/<partition>/offset`, the JSON files
 //! SeaweedFS's Go gateway reads and writes. Runs on the forwarder thread; the shards' side is
-//! [`super::offset_store`].
+//! `storage::seaweedmq::offsets` (named, not linked: the forwarder does not reach up into storage).
 
 use kelp_storage_client::{filer, group_offsets};
 
