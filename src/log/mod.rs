@@ -5,8 +5,11 @@
 //! Layout and fsync policy: docs/storage.md. Owned by the shards (each opens only the
 //! partitions it owns); calls glommio for file I/O (writes on its blocking pool: [`appender`]) and `record/` for batch headers.
 //! `partition/` keeps the cache and offsets and calls into [`PartitionLog`].
+//! In test builds, `faults` fails, tears and forgets the log's file I/O on demand.
 
 pub mod appender;
+#[cfg(test)]
+pub mod faults;
 pub mod index;
 pub mod meta;
 pub mod offsets_store;
