@@ -9,6 +9,8 @@
 
 pub mod appender;
 #[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
 pub mod faults;
 pub mod index;
 pub mod meta;
@@ -30,6 +32,9 @@ pub use partition_log::{PartitionLog, RollSettings, Ticket};
 pub enum LogError {
     #[error("log write failed: {0}")]
     Write(String),
+    /// A batch whose base offset is not the one after everything written and queued.
+    #[error("batch at offset {got} queued where offset {expected} is next")]
+    OutOfOrder { expected: i64, got: i64 },
     #[error("log read failed: {0}")]
     Read(String),
     #[error("log recovery failed: {0}")]

@@ -8,6 +8,10 @@
 //! fdatasync for everything written so far. Appends that arrive during a write or sync are
 //! taken by the writer's next round: that is the group commit. A failed write or sync fails
 //! every queued append (they see a new generation) and never acknowledges them.
+//!
+//! Offsets stay contiguous through failures: [`PartitionLog::enqueue`] takes only the offset
+//! after everything written and queued.
+//!
 //! Lives on the owning shard only; calls [`super::segment`] and [`super::scan`].
 
 use std::cell::RefCell;
@@ -44,6 +48,8 @@ struct State {
     writing: bool,
     /// Offset after the last batch written to a segment.
     written_end: i64,
+    /// Offset after the last batch written or queued: the base the next batch must have.
+    reserved_end: i64,
     /// Offset after the last batch known to be on stable storage.
     synced_end: i64,
     /// Largest target a durable waiter asked to be synced.
@@ -83,6 +89,7 @@ impl PartitionLog {
                 roll,
                 writing: false,
                 written_end: end,
+                reserved_end: end,
                 synced_end: end,
                 want_sync: end,
                 gen: 0,
@@ -117,16 +124,40 @@ impl PartitionLog {
         self.st.borrow().segments.len()
     }
 
-    /// Queues batches (offsets assigned, in order) for the writer.
-    pub fn enqueue(&self, batches: Vec<(BatchHeader, Bytes)>, roll: RollSettings) -> Ticket {
+    /// Offset after the last batch written or queued: where the next batch must start.
+    pub fn reserved_end(&self) -> i64 {
+        self.st.borrow().reserved_end
+    }
+
+    /// Queues batches (offsets assigned, in order) for the writer. Refuses them, queueing
+    /// none, unless they continue exactly where the written and queued ones end: a failed
+    /// write fails everything queued, and a batch reserved before the caller learned of it
+    /// would otherwise be written after a gap.
+    pub fn enqueue(
+        &self,
+        batches: Vec<(BatchHeader, Bytes)>,
+        roll: RollSettings,
+    ) -> Result<Ticket, LogError> {
         let mut s = self.st.borrow_mut();
+        let mut next = s.reserved_end;
+        for (h, _) in &batches {
+            if h.base_offset != next {
+                return Err(LogError::OutOfOrder {
+                    expected: next,
+                    got: h.base_offset,
+                });
+            }
+            next = h.last_offset() + 1;
+        }
         s.roll = roll;
-        let target = batches
-            .last()
-            .map(|(h, _)| h.last_offset() + 1)
-            .unwrap_or(s.written_end);
+        let target = if batches.is_empty() {
+            s.written_end
+        } else {
+            next
+        };
+        s.reserved_end = next;
         s.pending.extend(batches);
-        Ticket { gen: s.gen, target }
+        Ok(Ticket { gen: s.gen, target })
     }
 
     /// A ticket that completes once everything queued so far is written (for duplicates of
@@ -160,6 +191,13 @@ impl PartitionLog {
                         s.error.clone().unwrap_or_else(|| "write failed".into()),
                     ));
                 }
+                if t.target > s.reserved_end {
+                    // Nothing queued reaches it: no round would ever complete it.
+                    return Err(LogError::OutOfOrder {
+                        expected: s.reserved_end,
+                        got: t.target,
+                    });
+                }
                 s.writing
             };
             if writer_busy {
@@ -180,6 +218,7 @@ impl PartitionLog {
                 tracing::error!(dir = %self.dir.display(), error = %e, "log write failed; failing queued appends");
                 s.gen += 1;
                 s.pending.clear();
+                s.reserved_end = s.written_end;
                 s.want_sync = s.synced_end;
                 s.error = Some(e.to_string());
             }

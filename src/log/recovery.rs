@@ -175,7 +175,7 @@ mod tests {
             let all = batches(0, 40);
             let originals: Vec<_> = all.iter().map(|(_, b)| b.clone()).collect();
             for chunk in all.chunks(7) {
-                let t = log.enqueue(chunk.to_vec(), roll);
+                let t = log.enqueue(chunk.to_vec(), roll).unwrap();
                 log.wait(t, true).await.unwrap();
             }
             assert_eq!(log.written_end(), 120);
@@ -212,7 +212,7 @@ mod tests {
             let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
             assert_eq!(r.next_offset, 117);
             // Appends continue right after the intact prefix.
-            let t = r.log.enqueue(batches(117, 1), roll);
+            let t = r.log.enqueue(batches(117, 1), roll).unwrap();
             r.log.wait(t, true).await.unwrap();
             let back = r.log.read(117, 1 << 20, 120).await.unwrap();
             assert_eq!(BatchHeader::parse(&back[0]).unwrap().base_offset, 117);
@@ -245,7 +245,7 @@ mod tests {
             );
             assert_eq!(r.log.find_timestamp(10_000, 0, 6).await.unwrap(), None);
             // Appends continue right after the intact prefix.
-            let t = r.log.enqueue(batches(6, 1), roll);
+            let t = r.log.enqueue(batches(6, 1), roll).unwrap();
             r.log.wait(t, true).await.unwrap();
             drop(r);
             let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();

@@ -191,7 +191,7 @@ impl Partition {
         self.last_append = Some(Instant::now());
         if let Some(d) = &mut self.durable {
             d.pending.extend(assigned.iter().cloned());
-            let ticket = d.log.enqueue(assigned, roll);
+            let ticket = d.log.enqueue(assigned, roll)?;
             return Ok(Appended {
                 base,
                 added: 0,

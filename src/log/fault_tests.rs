@@ -1,0 +1,205 @@
+//! The log under injected I/O faults ([`super::faults`]): failed, torn and short-of-space
+//! writes, failed fdatasyncs (with Linux's forgetting of the pages it could not write), failed
+//! segment rolls, and what recovery and the live log hold afterwards. The invariant every test
+//! checks: the log holds exactly the acknowledged batches, in offset order, with nothing
+//! between them, and every batch acknowledged as durable survives a power cut.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use super::faults::{self, WriteFault};
+use super::partition_log::{PartitionLog, RollSettings};
+use super::recovery::{recover, Recovered};
+use super::LogError;
+use crate::config::FsyncPolicy;
+use crate::record::batch::{BatchHeader, ValidatedBatches};
+use crate::record::build::simple_batch;
+
+type Batch = (BatchHeader, Bytes);
+
+/// A fresh directory for one test, its faults forgotten (and files removed) when dropped.
+struct TestDir(PathBuf);
+
+impl TestDir {
+    fn new(tag: &str) -> TestDir {
+        let dir = std::env::temp_dir().join(format!("kelp-{tag}-{}", uuid::Uuid::new_v4()));
+        faults::track(&dir);
+        TestDir(dir)
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        faults::forget(&self.0);
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const BIG: RollSettings = RollSettings {
+    segment_bytes: 1 << 20,
+    segment_ms: u64::MAX,
+};
+
+fn run<F: Future<Output = ()> + 'static>(f: impl FnOnce() -> F) {
+    glommio::LocalExecutor::default().run(f());
+}
+
+/// Batches of `counts[i]` records each (values of `value_len` bytes, timestamps from `ts`)
+/// with offsets from `base`.
+fn batches_with(base: i64, counts: &[i32], value_len: usize, ts: i64) -> Vec<Batch> {
+    let mut raw = bytes::BytesMut::new();
+    for &n in counts {
+        raw.extend_from_slice(&simple_batch(n, value_len, ts));
+    }
+    ValidatedBatches::validate(raw, 1 << 20)
+        .unwrap()
+        .assign_offsets(base)
+}
+
+fn batches(base: i64, counts: &[i32]) -> Vec<Batch> {
+    batches_with(base, counts, 20, 100)
+}
+
+fn bytes_of(all: &[&[Batch]]) -> Vec<Bytes> {
+    all.iter()
+        .flat_map(|b| b.iter().map(|(_, d)| d.clone()))
+        .collect()
+}
+
+fn headers_of(all: &[&[Batch]]) -> Vec<BatchHeader> {
+    all.iter().flat_map(|b| b.iter().map(|(h, _)| *h)).collect()
+}
+
+/// Every batch the log reads back from offset 0, in order.
+async fn read_all(log: &PartitionLog) -> Vec<Bytes> {
+    let end = log.written_end();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < end {
+        let got = log.read(at, 1 << 20, end).await.unwrap();
+        assert!(!got.is_empty(), "nothing read at offset {at} below {end}");
+        for b in got {
+            at = BatchHeader::parse(&b).unwrap().last_offset() + 1;
+            out.push(b);
+        }
+    }
+    out
+}
+
+/// Recovers `dir` as a restart would, with the headers of the batches it holds.
+async fn reopen(
+    dir: &Path,
+    policy: FsyncPolicy,
+    roll: RollSettings,
+) -> (Recovered, Vec<BatchHeader>) {
+    let r = recover(dir.to_path_buf(), policy, roll).await.unwrap();
+    let seen = read_all(&r.log)
+        .await
+        .iter()
+        .map(|b| BatchHeader::parse(b).unwrap())
+        .collect();
+    (r, seen)
+}
+
+async fn append(log: &PartitionLog, b: &[Batch], durable: bool) -> Result<(), LogError> {
+    let t = log.enqueue(b.to_vec(), BIG)?;
+    log.wait(t, durable).await
+}
+
+#[test]
+fn a_failed_write_fails_every_queued_waiter_and_later_appends_go_on() {
+    let td = TestDir::new("fail-write");
+    let dir = td.0.clone();
+    run(|| async move {
+        let log = PartitionLog::new(dir.clone(), FsyncPolicy::Always, Vec::new(), BIG);
+        let a = batches(0, &[3, 2]);
+        append(&log, &a, true).await.unwrap();
+        let gen = log.generation();
+
+        faults::fail_writes(&dir, 0, 1, WriteFault::Eio);
+        let b = batches(5, &[1]);
+        let c = batches(6, &[2]);
+        let tb = log.enqueue(b, BIG).unwrap();
+        let tc = log.enqueue(c, BIG).unwrap();
+        let (rb, rc) = futures::join!(log.wait(tb, false), log.wait(tc, true));
+        assert!(matches!(rb, Err(LogError::Write(_))), "{rb:?}");
+        assert!(matches!(rc, Err(LogError::Write(_))), "{rc:?}");
+        assert_eq!(faults::injected(&dir), 1);
+        assert_eq!(log.generation(), gen + 1);
+        assert_eq!((log.written_end(), log.reserved_end()), (5, 5));
+
+        // The next appends take the offsets after what was written, and succeed.
+        let d = batches(5, &[4]);
+        append(&log, &d, false).await.unwrap();
+        let e = batches(9, &[1, 2]);
+        append(&log, &e, true).await.unwrap();
+        let want = bytes_of(&[&a, &d, &e]);
+        assert_eq!(read_all(&log).await, want);
+        drop(log);
+
+        let (r, seen) = reopen(&dir, FsyncPolicy::Always, BIG).await;
+        assert_eq!(seen, headers_of(&[&a, &d, &e]));
+        assert_eq!(r.next_offset, 12);
+        assert_eq!(read_all(&r.log).await, want);
+    });
+}
+
+#[test]
+fn enqueue_refuses_batches_that_do_not_continue_the_log() {
+    let td = TestDir::new("contiguity");
+    let dir = td.0.clone();
+    run(|| async move {
+        let log = PartitionLog::new(dir.clone(), FsyncPolicy::Always, Vec::new(), BIG);
+        let t = log.enqueue(batches(0, &[3]), BIG).unwrap();
+        // Queued but not written yet: the next batch still starts after it.
+        let gap = log.enqueue(batches(4, &[1]), BIG);
+        assert_eq!(
+            gap,
+            Err(LogError::OutOfOrder {
+                expected: 3,
+                got: 4
+            })
+        );
+        let back = log.enqueue(batches(2, &[1]), BIG);
+        assert_eq!(
+            back,
+            Err(LogError::OutOfOrder {
+                expected: 3,
+                got: 2
+            })
+        );
+        // A list with a gap inside is refused whole.
+        let mut split = batches(3, &[1]);
+        split.extend(batches(5, &[1]));
+        let res = log.enqueue(split, BIG);
+        assert_eq!(
+            res,
+            Err(LogError::OutOfOrder {
+                expected: 4,
+                got: 5
+            })
+        );
+        assert_eq!(log.reserved_end(), 3);
+        let t2 = log.enqueue(batches(3, &[2]), BIG).unwrap();
+        log.wait(t, true).await.unwrap();
+        log.wait(t2, true).await.unwrap();
+
+        // A batch reserved before a failed write, past the batches that failed, is refused:
+        // written, it would leave a gap.
+        faults::fail_writes(&dir, 0, 1, WriteFault::Eio);
+        let failed = log.enqueue(batches(5, &[2]), BIG).unwrap();
+        assert!(log.wait(failed, false).await.is_err());
+        let late = log.enqueue(batches(7, &[1]), BIG);
+        assert_eq!(
+            late,
+            Err(LogError::OutOfOrder {
+                expected: 5,
+                got: 7
+            })
+        );
+        append(&log, &batches(5, &[1]), true).await.unwrap();
+        assert_eq!(log.written_end(), 6);
+    });
+}
