@@ -9,9 +9,9 @@
 //! lets the executor sleep until the pool wakes it (docs/storage.md has the figures).
 //!
 //! Writes only ever go past the logical end, so a write torn by a crash can damage nothing
-//! written before; recovery cuts a torn tail. Used by segments, index files and the group
-//! offsets log; calls std, libc and glommio's `spawn_blocking`, and in test builds routes
-//! every file call through `faults`.
+//! written before; recovery cuts a torn tail, and a write that fails is cut off at once. Used by segments, index files and
+//! the group offsets log; calls std, libc and glommio's `spawn_blocking`, and in test builds
+//! routes every file call through `faults`.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -26,6 +26,9 @@ use glommio::io::BufferedFile;
 pub struct Appender {
     file: SyncHandle,
     len: u64,
+    /// The file may hold bytes of a failed write past `len`: cutting them failed too, so the
+    /// next append or trim cuts them first.
+    dirty_tail: bool,
 }
 
 /// A shared handle to an appended file, for fdatasync while the appender is out writing.
@@ -87,6 +90,7 @@ impl Appender {
                 path: path.to_path_buf(),
             })),
             len,
+            dirty_tail: false,
         }
     }
 
@@ -105,18 +109,38 @@ impl Appender {
         self.len == 0
     }
 
-    /// Writes `parts` after the logical end. On error the logical length is unchanged, so a
-    /// later append overwrites whatever part of them reached the file.
+    /// Writes `parts` after the logical end. On error the logical length is unchanged and
+    /// whatever part of them reached the file is cut off again: left there, it would outlive
+    /// a shorter later append, and a crash would let recovery take complete batches among it
+    /// (never acknowledged, at offsets since given to other batches) for data.
     pub async fn append(&mut self, parts: &[Bytes]) -> io::Result<()> {
         let added: u64 = parts.iter().map(|p| p.len() as u64).sum();
         if added == 0 {
             return Ok(());
         }
-        let (h, at) = (self.file.0.clone(), self.len);
+        let (h, at, cut_first) = (self.file.0.clone(), self.len, self.dirty_tail);
         let parts = parts.to_vec();
-        blocking(move || io_write(&h.file, &h.path, at, &parts))
-            .await
-            .map_err(with_path("writing", &self.file.0.path))?;
+        let (res, clean) = blocking(move || {
+            if cut_first {
+                if let Err(e) = io_set_len(&h.file, &h.path, at) {
+                    return (Err(e), false);
+                }
+            }
+            match io_write(&h.file, &h.path, at, &parts) {
+                Ok(()) => (Ok(()), true),
+                Err(e) => match io_set_len(&h.file, &h.path, at) {
+                    Ok(()) => (Err(e), true),
+                    Err(cut) => {
+                        let why = format!("{e}; cutting it off failed too: {cut}");
+                        (Err(io::Error::new(e.kind(), why)), false)
+                    }
+                },
+            }
+        })
+        .await;
+        self.dirty_tail = !clean;
+        let path = &self.file.0.path;
+        res.map_err(with_path("writing", path))?;
         self.len += added;
         Ok(())
     }
@@ -128,14 +152,16 @@ impl Appender {
 
     /// Cuts anything past the logical length (bytes of a failed write) so the file size is
     /// the logical length, for files that are complete: sealed segments, index files.
-    pub async fn trim(&self) -> io::Result<()> {
+    pub async fn trim(&mut self) -> io::Result<()> {
         let (h, len) = (self.file.0.clone(), self.len);
         blocking(move || match h.file.metadata()?.len() == len {
             true => Ok(()),
             false => io_set_len(&h.file, &h.path, len),
         })
         .await
-        .map_err(with_path("truncating", &self.file.0.path))
+        .map_err(with_path("truncating", &self.file.0.path))?;
+        self.dirty_tail = false;
+        Ok(())
     }
 }
 

@@ -108,6 +108,21 @@ async fn append(log: &PartitionLog, b: &[Batch], durable: bool) -> Result<(), Lo
     log.wait(t, durable).await
 }
 
+/// Bytes of the `.log` files under `dir`, in file name (offset) order.
+fn segment_files(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut segs: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .map(|p| {
+            let len = std::fs::metadata(&p).unwrap().len();
+            (p, len)
+        })
+        .collect();
+    segs.sort();
+    segs
+}
+
 #[test]
 fn a_failed_write_fails_every_queued_waiter_and_later_appends_go_on() {
     let td = TestDir::new("fail-write");
@@ -201,5 +216,124 @@ fn enqueue_refuses_batches_that_do_not_continue_the_log() {
         );
         append(&log, &batches(5, &[1]), true).await.unwrap();
         assert_eq!(log.written_end(), 6);
+    });
+}
+
+#[test]
+fn a_torn_write_leaves_only_acknowledged_batches_live_and_after_recovery() {
+    let td = TestDir::new("torn-write");
+    let dir = td.0.clone();
+    run(|| async move {
+        let log = PartitionLog::new(dir.clone(), FsyncPolicy::Always, Vec::new(), BIG);
+        let a = batches(0, &[3, 3]);
+        append(&log, &a, true).await.unwrap();
+
+        // The disk fills up in the middle of the third batch of one write: the first two
+        // reach the file whole.
+        let b = batches(6, &[3, 2, 4]);
+        faults::fill_disk(&dir, (b[0].1.len() + b[1].1.len() + 7) as u64);
+        let res = append(&log, &b, false).await;
+        assert!(matches!(res, Err(LogError::Write(_))), "{res:?}");
+        assert_eq!(faults::injected(&dir), 1);
+        let segs = segment_files(&dir);
+        assert_eq!(segs.len(), 1);
+        assert_eq!(segs[0].1, log.size(), "the torn bytes are cut off the file");
+
+        // Space is back; the producer retries its first batch (same shape, so the same
+        // length) and gets the same offsets.
+        faults::clear(&dir);
+        let c = batches_with(6, &[3], 20, 500);
+        assert_eq!(c[0].1.len(), b[0].1.len());
+        append(&log, &c, false).await.unwrap();
+        assert_eq!(read_all(&log).await, bytes_of(&[&a, &c]));
+        drop(log);
+
+        // After a restart, the batches of the failed write that reached the disk whole are
+        // not taken for data.
+        let (r, seen) = reopen(&dir, FsyncPolicy::Always, BIG).await;
+        assert_eq!(seen, headers_of(&[&a, &c]));
+        assert_eq!(r.next_offset, 9);
+        assert_eq!(read_all(&r.log).await, bytes_of(&[&a, &c]));
+
+        // The recovered log goes on after them.
+        let d = batches(9, &[1]);
+        append(&r.log, &d, true).await.unwrap();
+        assert_eq!(read_all(&r.log).await, bytes_of(&[&a, &c, &d]));
+    });
+}
+
+#[test]
+fn a_shorter_append_after_a_torn_write_leaves_no_garbage_behind() {
+    let td = TestDir::new("torn-short");
+    let dir = td.0.clone();
+    run(|| async move {
+        let log = PartitionLog::new(dir.clone(), FsyncPolicy::Always, Vec::new(), BIG);
+        let a = batches(0, &[2]);
+        append(&log, &a, true).await.unwrap();
+        let b = batches(2, &[5, 5]);
+        faults::fail_writes(&dir, 0, 1, WriteFault::Torn(b[0].1.len() as u64 + 30));
+        assert!(append(&log, &b, true).await.is_err());
+        assert_eq!(faults::injected(&dir), 1);
+        let c = batches(2, &[1]);
+        append(&log, &c, true).await.unwrap();
+        let want: Vec<u8> = bytes_of(&[&a, &c]).concat();
+        let segs = segment_files(&dir);
+        assert_eq!(
+            std::fs::read(&segs[0].0).unwrap(),
+            want,
+            "file holds the batches only"
+        );
+        assert_eq!(read_all(&log).await, bytes_of(&[&a, &c]));
+    });
+}
+
+/// Roll settings that put two of `batches(_, &[3])` in a segment.
+fn small_segments() -> RollSettings {
+    let one = batches(0, &[3])[0].1.len() as u64;
+    RollSettings {
+        segment_bytes: 2 * one + one / 2,
+        segment_ms: u64::MAX,
+    }
+}
+
+async fn append_rolled(
+    log: &PartitionLog,
+    b: &[Batch],
+    roll: RollSettings,
+    durable: bool,
+) -> Result<(), LogError> {
+    let t = log.enqueue(b.to_vec(), roll)?;
+    log.wait(t, durable).await
+}
+
+#[test]
+fn a_failed_segment_creation_during_a_roll_leaves_a_contiguous_log() {
+    let td = TestDir::new("roll-create");
+    let dir = td.0.clone();
+    let roll = small_segments();
+    run(|| async move {
+        let log = PartitionLog::new(dir.clone(), FsyncPolicy::Always, Vec::new(), roll);
+        let a = batches(0, &[3, 3]);
+        append_rolled(&log, &a, roll, true).await.unwrap();
+        assert_eq!(log.segment_count(), 1);
+
+        // The sealed segment's two index files are created, the new segment is not.
+        faults::fail_creates(&dir, 2, 1);
+        let b = batches(6, &[3]);
+        assert!(append_rolled(&log, &b, roll, true).await.is_err());
+        assert_eq!(faults::injected(&dir), 1);
+        assert_eq!(log.written_end(), 6);
+
+        let c = batches(6, &[3, 3, 3]);
+        append_rolled(&log, &c, roll, true).await.unwrap();
+        assert_eq!(log.segment_count(), 3);
+        let want = bytes_of(&[&a, &c]);
+        assert_eq!(read_all(&log).await, want);
+        faults::power_cut(&dir).unwrap();
+        drop(log);
+        let (r, seen) = reopen(&dir, FsyncPolicy::Always, roll).await;
+        assert_eq!(seen, headers_of(&[&a, &c]));
+        assert_eq!(r.next_offset, 15);
+        assert_eq!(read_all(&r.log).await, want);
     });
 }

@@ -10,7 +10,10 @@
 //! every queued append (they see a new generation) and never acknowledges them.
 //!
 //! Offsets stay contiguous through failures: [`PartitionLog::enqueue`] takes only the offset
-//! after everything written and queued.
+//! after everything written and queued, a failed write is cut off the file at once (the
+//! appender), and a segment is sealed only at its logical length and synced, so neither the
+//! live log nor recovery ever finds bytes of an unacknowledged batch between acknowledged
+//! ones.
 //!
 //! Lives on the owning shard only; calls [`super::segment`] and [`super::scan`].
 
@@ -347,6 +350,27 @@ impl PartitionLog {
     async fn roll_to(&self, base: i64) -> Result<(), LogError> {
         tracing::debug!(dir = %self.dir.display(), base, "rolling to a new segment");
         let sync = self.policy != FsyncPolicy::Never;
+        let active = self
+            .st
+            .borrow_mut()
+            .segments
+            .values_mut()
+            .next_back()
+            .and_then(Segment::take_appender);
+        if let Some(mut appender) = active {
+            // Nothing writes or syncs a sealed segment again, so it is sealed only at its
+            // logical length (no bytes of a failed write past it, which recovery would take
+            // for damage and drop every later segment) and on stable storage; until then it
+            // stays active and the next round retries.
+            let trimmed = appender.trim().await;
+            if let Some(seg) = self.st.borrow_mut().segments.values_mut().next_back() {
+                seg.put_appender(appender, &[]);
+            }
+            trimmed.map_err(|e| LogError::Write(format!("sealing a segment: {e}")))?;
+            if sync {
+                self.sync_active().await?;
+            }
+        }
         let sealing = self
             .st
             .borrow_mut()

@@ -128,14 +128,15 @@ impl Segment {
         self.appender = Some(a);
     }
 
-    /// Makes the segment sealed (no appender) and returns the I/O left to finish it: the log
-    /// file trimmed to its logical size and synced, and the index files written. Readers keep
-    /// using the segment meanwhile; index files are rebuilt by recovery if this fails.
+    /// Makes the segment sealed (no appender) and returns the I/O left to finish it: writing
+    /// the index files. The log file must already be trimmed and (unless `--fsync never`)
+    /// synced: nothing writes or syncs a sealed segment again. Readers keep using the segment
+    /// meanwhile; recovery rebuilds the indexes by scanning, so a failed index write loses
+    /// nothing.
     pub fn begin_seal(&mut self) -> Option<SealJob> {
-        let appender = self.appender.take()?;
+        self.appender.take()?;
         self.sync = None;
         Some(SealJob {
-            appender,
             path: self.path.clone(),
             offsets: self.index.encode_offsets(),
             times: self.index.encode_times(),
@@ -183,19 +184,14 @@ pub async fn read(file: &BufferedFile, pos: u64, len: usize) -> io::Result<Bytes
 
 /// The I/O that completes sealing a segment.
 pub struct SealJob {
-    appender: Appender,
     path: PathBuf,
     offsets: Bytes,
     times: Bytes,
 }
 
 impl SealJob {
-    /// Trims and (when `sync`) syncs the log file, then writes the index files.
+    /// Writes the index files, synced when `sync`.
     pub async fn finish(self, sync: bool) -> io::Result<()> {
-        self.appender.trim().await?;
-        if sync {
-            self.appender.sync().await?;
-        }
         for (ext, data) in [("index", self.offsets), ("timeindex", self.times)] {
             let mut ix = Appender::create(&self.path.with_extension(ext)).await?;
             ix.append(&[data]).await?;
