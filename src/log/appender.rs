@@ -8,8 +8,9 @@
 //! per second. A plain `pwritev` into the page cache plus `fdatasync`, on a pool thread,
 //! lets the executor sleep until the pool wakes it (docs/storage.md has the figures).
 //!
-//! Writes only ever go past the logical end, so a write torn by a crash can damage nothing
-//! written before; recovery cuts a torn tail, and a write that fails is cut off at once. Used by segments, index files and
+//! Writes only ever go past the logical end (or, after a failed fdatasync, write the same
+//! bytes again), so a write torn by a crash can damage nothing written before; recovery cuts
+//! a torn tail, and a write that fails is cut off at once. Used by segments, index files and
 //! the group offsets log; calls std, libc and glommio's `spawn_blocking`, and in test builds
 //! routes every file call through `faults`.
 
@@ -172,6 +173,16 @@ impl SyncHandle {
         blocking(move || io_sync(&h.file, &h.path))
             .await
             .map_err(with_path("fdatasync of", &self.0.path))
+    }
+
+    /// Writes `data` again at `at`, inside what was appended: after a failed fdatasync, the
+    /// kernel may have stopped counting those pages as dirty, so a later fdatasync would not
+    /// write them unless they are written again.
+    pub async fn rewrite(&self, at: u64, data: Bytes) -> io::Result<()> {
+        let h = self.0.clone();
+        blocking(move || io_write(&h.file, &h.path, at, &[data]))
+            .await
+            .map_err(with_path("rewriting", &self.0.path))
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use super::faults::{self, WriteFault};
+use super::faults::{self, SyncFault, WriteFault};
 use super::partition_log::{PartitionLog, RollSettings};
 use super::recovery::{recover, Recovered};
 use super::LogError;
@@ -335,5 +335,130 @@ fn a_failed_segment_creation_during_a_roll_leaves_a_contiguous_log() {
         assert_eq!(seen, headers_of(&[&a, &c]));
         assert_eq!(r.next_offset, 15);
         assert_eq!(read_all(&r.log).await, want);
+    });
+}
+
+#[test]
+fn a_failed_fdatasync_is_never_acknowledged_and_the_range_is_written_again() {
+    let td = TestDir::new("fail-sync");
+    let dir = td.0.clone();
+    run(|| async move {
+        let log = PartitionLog::new(dir.clone(), FsyncPolicy::Always, Vec::new(), BIG);
+        let a = batches(0, &[3]);
+        append(&log, &a, true).await.unwrap();
+        let gen = log.generation();
+
+        // One round writes both, then its fdatasync fails (twice in a row).
+        faults::fail_syncs(&dir, 0, 2, SyncFault::Eio);
+        let b = batches(3, &[2]);
+        let b1 = batches(5, &[1]);
+        let tb = log.enqueue(b.clone(), BIG).unwrap();
+        let tb1 = log.enqueue(b1.clone(), BIG).unwrap();
+        let (rb, rb1) = futures::join!(log.wait(tb, true), log.wait(tb1, false));
+        assert!(matches!(rb, Err(LogError::Write(_))), "{rb:?}");
+        assert!(rb1.is_ok(), "acks=1: written, so acknowledged: {rb1:?}");
+        assert_eq!(log.generation(), gen + 1);
+        assert_eq!(log.written_end(), 6);
+
+        // The written batches are not durable while a sync keeps failing (a duplicate of
+        // them waits for everything reserved).
+        let all = log.ticket_for_all(6);
+        assert!(log.wait(all, true).await.is_err());
+        assert_eq!(faults::injected(&dir), 2);
+
+        // Once syncs work again, the next durable append makes everything before it durable
+        // too: the bytes the failed syncs may have lost were written again first.
+        let c = batches(6, &[2]);
+        append(&log, &c, true).await.unwrap();
+        let all = log.ticket_for_all(8);
+        log.wait(all, true).await.unwrap();
+        faults::power_cut(&dir).unwrap();
+        drop(log);
+        let (r, seen) = reopen(&dir, FsyncPolicy::Always, BIG).await;
+        assert_eq!(seen, headers_of(&[&a, &b, &b1, &c]));
+        assert_eq!(read_all(&r.log).await, bytes_of(&[&a, &b, &b1, &c]));
+    });
+}
+
+#[test]
+fn a_failed_fdatasync_whose_pages_were_dropped_fences_the_log() {
+    let td = TestDir::new("fence");
+    let dir = td.0.clone();
+    run(|| async move {
+        let log = PartitionLog::new(dir.clone(), FsyncPolicy::Always, Vec::new(), BIG);
+        let a = batches(0, &[3]);
+        append(&log, &a, true).await.unwrap();
+        faults::fail_syncs(&dir, 0, 1, SyncFault::EioDroppingPages);
+        let b = batches(3, &[2]);
+        assert!(append(&log, &b, true).await.is_err());
+
+        // The written batch no longer reads back from the file: nothing is acknowledged from
+        // here on, not even as written.
+        let all = log.ticket_for_all(5);
+        let res = log.wait(all, true).await;
+        assert!(matches!(res, Err(LogError::Fenced(_))), "{res:?}");
+        let res = append(&log, &batches(5, &[1]), false).await;
+        assert!(matches!(res, Err(LogError::Fenced(_))), "{res:?}");
+        // What was durable still reads.
+        assert_eq!(log.read(0, 1 << 20, 3).await.unwrap(), bytes_of(&[&a]));
+        drop(log);
+        // A restart recovers what the disk holds.
+        let (r, seen) = reopen(&dir, FsyncPolicy::Always, BIG).await;
+        assert_eq!(seen, headers_of(&[&a]));
+        append(&r.log, &batches(3, &[1]), true).await.unwrap();
+    });
+}
+
+#[test]
+fn an_interval_sync_after_a_failed_one_writes_the_lost_bytes_again() {
+    let td = TestDir::new("interval");
+    let dir = td.0.clone();
+    let policy = FsyncPolicy::Interval(1000);
+    run(|| async move {
+        let log = PartitionLog::new(dir.clone(), policy, Vec::new(), BIG);
+        let a = batches(0, &[3, 1]);
+        append(&log, &a, false).await.unwrap();
+        faults::fail_syncs(&dir, 0, 1, SyncFault::Eio);
+        assert!(log.sync_if_dirty().await.is_err());
+        let b = batches(4, &[2]);
+        append(&log, &b, false).await.unwrap();
+        log.sync_if_dirty().await.unwrap();
+        assert_eq!(faults::injected(&dir), 1);
+        faults::power_cut(&dir).unwrap();
+        drop(log);
+        let (_, seen) = reopen(&dir, policy, BIG).await;
+        assert_eq!(seen, headers_of(&[&a, &b]));
+    });
+}
+
+#[test]
+fn a_failed_fdatasync_while_sealing_keeps_the_segment_until_it_is_synced() {
+    let td = TestDir::new("roll-sync");
+    let dir = td.0.clone();
+    let roll = small_segments();
+    run(|| async move {
+        let log = PartitionLog::new(dir.clone(), FsyncPolicy::Always, Vec::new(), roll);
+        // acks=1 appends: nothing syncs the segment before the roll does.
+        let a = batches(0, &[3, 3]);
+        append_rolled(&log, &a, roll, false).await.unwrap();
+        faults::fail_syncs(&dir, 0, 1, SyncFault::Eio);
+        let b = batches(6, &[3]);
+        assert!(append_rolled(&log, &b, roll, false).await.is_err());
+        assert_eq!(faults::injected(&dir), 1);
+        assert!(
+            log.sealed_segments().is_empty(),
+            "not sealed before it is synced"
+        );
+
+        let c = batches(6, &[3]);
+        append_rolled(&log, &c, roll, true).await.unwrap();
+        assert_eq!(log.sealed_segments().len(), 1);
+        faults::power_cut(&dir).unwrap();
+        drop(log);
+        // The sealed segment was synced (its lost bytes written again first), and the
+        // durable append after it survives with nothing missing before it.
+        let (r, seen) = reopen(&dir, FsyncPolicy::Always, roll).await;
+        assert_eq!(seen, headers_of(&[&a, &c]));
+        assert_eq!(read_all(&r.log).await, bytes_of(&[&a, &c]));
     });
 }

@@ -35,6 +35,10 @@ pub enum LogError {
     /// A batch whose base offset is not the one after everything written and queued.
     #[error("batch at offset {got} queued where offset {expected} is next")]
     OutOfOrder { expected: i64, got: i64 },
+    /// The log refuses writes until the broker restarts: bytes it had acknowledged as written
+    /// may be gone from the page cache and the disk.
+    #[error("log fenced until restart: {0}")]
+    Fenced(String),
     #[error("log read failed: {0}")]
     Read(String),
     #[error("log recovery failed: {0}")]

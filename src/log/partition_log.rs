@@ -15,6 +15,18 @@
 //! live log nor recovery ever finds bytes of an unacknowledged batch between acknowledged
 //! ones.
 //!
+//! A failed fdatasync: on Linux the kernel may mark the pages it could not write clean and
+//! report the error once, so the next fdatasync of the file succeeds without writing them
+//! ("fsyncgate"). Waiters in the failed round fail, and before any later fdatasync may count
+//! for anything the log reads back every byte of the active segment past its last good sync,
+//! checks it is still the batches it wrote (CRC, contiguous offsets) and writes it again, so
+//! that sync writes fresh dirty pages. Under `always` that is the next durable append or the
+//! next roll, under `interval` the next tick. If the bytes no longer read back intact (the
+//! kernel dropped the pages), data acknowledged as written is gone: the log is fenced and
+//! refuses every append until a restart's recovery decides what the disk holds — PostgreSQL's
+//! answer to the same problem. Syncs of one log never overlap, so no success can hide a
+//! concurrent failure.
+//!
 //! Lives on the owning shard only; calls [`super::segment`] and [`super::scan`].
 
 use std::cell::RefCell;
@@ -59,7 +71,13 @@ struct State {
     want_sync: i64,
     /// Bumped by every failed write: queued appends of older generations failed.
     gen: u64,
-    error: Option<String>,
+    /// Why the last failed round failed: what its waiters get.
+    error: Option<LogError>,
+    /// An fdatasync of the active segment failed: its bytes past `synced_len` must be written
+    /// again before a sync counts.
+    rewrite: bool,
+    /// Why the log refuses writes until a restart, once it does.
+    fenced: Option<String>,
 }
 
 /// One partition's segments on the owning shard.
@@ -68,6 +86,9 @@ pub struct PartitionLog {
     policy: FsyncPolicy,
     st: RefCell<State>,
     changed: event_listener::Event,
+    /// Held through every fdatasync (and the rewrite before it): of two overlapping syncs of
+    /// one file only one sees an error, and the other's success would be a lie.
+    sync_lock: futures::lock::Mutex<()>,
 }
 
 /// Bytes read per cold-read or scan step.
@@ -97,8 +118,11 @@ impl PartitionLog {
                 want_sync: end,
                 gen: 0,
                 error: None,
+                rewrite: false,
+                fenced: None,
             }),
             changed: event_listener::Event::new(),
+            sync_lock: futures::lock::Mutex::new(()),
         }
     }
 
@@ -142,6 +166,9 @@ impl PartitionLog {
         roll: RollSettings,
     ) -> Result<Ticket, LogError> {
         let mut s = self.st.borrow_mut();
+        if let Some(why) = &s.fenced {
+            return Err(LogError::Fenced(why.clone()));
+        }
         let mut next = s.reserved_end;
         for (h, _) in &batches {
             if h.base_offset != next {
@@ -190,9 +217,13 @@ impl PartitionLog {
                     return Ok(());
                 }
                 if s.gen != t.gen {
-                    return Err(LogError::Write(
-                        s.error.clone().unwrap_or_else(|| "write failed".into()),
-                    ));
+                    return Err(s
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| LogError::Write("write failed".into())));
+                }
+                if let Some(why) = &s.fenced {
+                    return Err(LogError::Fenced(why.clone()));
                 }
                 if t.target > s.reserved_end {
                     // Nothing queued reaches it: no round would ever complete it.
@@ -223,13 +254,16 @@ impl PartitionLog {
                 s.pending.clear();
                 s.reserved_end = s.written_end;
                 s.want_sync = s.synced_end;
-                s.error = Some(e.to_string());
+                s.error = Some(e);
             }
         }
         self.changed.notify(usize::MAX);
     }
 
     async fn write_loop(&self) -> Result<(), LogError> {
+        if let Some(why) = &self.st.borrow().fenced {
+            return Err(LogError::Fenced(why.clone()));
+        }
         loop {
             let (batches, roll) = {
                 let mut s = self.st.borrow_mut();
@@ -240,52 +274,130 @@ impl PartitionLog {
                 // acks=1 waiters can go now; durable ones wait for the sync below.
                 self.changed.notify(usize::MAX);
             }
-            let sync_to = {
+            let want_sync = {
                 let s = self.st.borrow();
-                (s.want_sync > s.synced_end).then_some(s.written_end)
+                s.want_sync > s.synced_end && s.written_end > s.synced_end
             };
-            match sync_to {
-                Some(end) => {
-                    self.sync_active().await?;
-                    self.st.borrow_mut().synced_end = end;
-                    self.changed.notify(usize::MAX);
-                }
-                None if self.st.borrow().pending.is_empty() => return Ok(()),
-                None => {}
-            }
-        }
-    }
-
-    /// fdatasync of the active segment (sealed ones were synced when sealed).
-    pub async fn sync_active(&self) -> Result<(), LogError> {
-        let file = self
-            .st
-            .borrow()
-            .segments
-            .values()
-            .next_back()
-            .and_then(Segment::sync_handle);
-        if let Some(f) = file {
-            f.fdatasync().await.map_err(|e| {
-                LogError::Write(format!("fdatasync in {}: {e}", self.dir.display()))
-            })?;
-        }
-        Ok(())
-    }
-
-    /// Syncs everything written when the policy is `interval` (called by the shard timer).
-    pub async fn sync_if_dirty(&self) -> Result<(), LogError> {
-        let end = {
-            let s = self.st.borrow();
-            if s.written_end <= s.synced_end || s.writing {
+            if want_sync {
+                self.sync_written().await?;
+                self.changed.notify(usize::MAX);
+            } else if self.st.borrow().pending.is_empty() {
                 return Ok(());
             }
-            s.written_end
+        }
+    }
+
+    /// Makes everything written so far durable: fdatasync of the active segment (sealed ones
+    /// were synced when sealed), after writing again what a failed fdatasync may have lost.
+    async fn sync_written(&self) -> Result<(), LogError> {
+        let _one_at_a_time = self.sync_lock.lock().await;
+        let (active, end, rewrite) = {
+            let s = self.st.borrow();
+            if let Some(why) = &s.fenced {
+                return Err(LogError::Fenced(why.clone()));
+            }
+            let active = s.segments.values().next_back().and_then(|seg| {
+                let h = seg.sync_handle()?;
+                Some((seg.base, h, seg.size, seg.next_offset))
+            });
+            (active, s.written_end, s.rewrite)
         };
-        self.sync_active().await?;
+        if let Some((base, handle, size, next)) = active {
+            if rewrite {
+                self.rewrite_unsynced(base).await?;
+            }
+            if let Err(e) = handle.fdatasync().await {
+                self.st.borrow_mut().rewrite = true;
+                return Err(LogError::Write(format!(
+                    "fdatasync in {}: {e}",
+                    self.dir.display()
+                )));
+            }
+            let mut s = self.st.borrow_mut();
+            s.rewrite = false;
+            if let Some(seg) = s.segments.get_mut(&base) {
+                seg.synced_len = seg.synced_len.max(size);
+                seg.synced_next = seg.synced_next.max(next);
+            }
+        }
         let mut s = self.st.borrow_mut();
         s.synced_end = s.synced_end.max(end);
         Ok(())
+    }
+
+    /// Writes the active segment's bytes past its last good sync again, from what reads
+    /// back, once they prove to be the batches written there; fences the log if they do not.
+    async fn rewrite_unsynced(&self, base: i64) -> Result<(), LogError> {
+        let found = {
+            let s = self.st.borrow();
+            s.segments.get(&base).and_then(|seg| {
+                let h = seg.sync_handle()?;
+                Some((
+                    h,
+                    seg.file(),
+                    seg.synced_len,
+                    seg.size,
+                    seg.synced_next,
+                    seg.next_offset,
+                ))
+            })
+        };
+        let Some((handle, file, mut pos, size, mut expect, end)) = found else {
+            return Ok(());
+        };
+        let mut chunk = READ_CHUNK;
+        while pos < size {
+            let len = chunk.min((size - pos) as usize);
+            let data = segment::read(&file, pos, len)
+                .await
+                .map_err(|e| LogError::Write(format!("reading back unsynced bytes: {e}")))?;
+            let (batches, stop) = scan(&data, expect, true);
+            let mut good = 0;
+            for f in batches {
+                if f.header.base_offset != expect {
+                    break;
+                }
+                expect = f.header.last_offset() + 1;
+                good = f.pos + f.header.total_len();
+            }
+            if good == 0 {
+                match stop {
+                    Stop::NeedMore { total, .. } if data.len() == len && total > len => {
+                        chunk = total;
+                        continue;
+                    }
+                    _ => break,
+                }
+            }
+            handle
+                .rewrite(pos, data.slice(..good))
+                .await
+                .map_err(|e| LogError::Write(e.to_string()))?;
+            pos += good as u64;
+        }
+        if pos == size && expect == end {
+            return Ok(());
+        }
+        let why = format!(
+            "{}: after a failed fdatasync, bytes {pos}..{size} of segment {base} no longer \
+             read back as the batches written there",
+            self.dir.display()
+        );
+        tracing::error!(dir = %self.dir.display(), "{why}; refusing writes until restart");
+        self.st.borrow_mut().fenced = Some(why.clone());
+        Err(LogError::Fenced(why))
+    }
+
+    /// Syncs everything written when the policy is `interval` (called by the shard timer).
+    /// A fenced log is left alone: it said why once, at error level.
+    pub async fn sync_if_dirty(&self) -> Result<(), LogError> {
+        {
+            let s = self.st.borrow();
+            if s.written_end <= s.synced_end || s.writing || s.fenced.is_some() {
+                return Ok(());
+            }
+        }
+        self.sync_written().await
     }
 
     async fn write_batches(
@@ -368,7 +480,7 @@ impl PartitionLog {
             }
             trimmed.map_err(|e| LogError::Write(format!("sealing a segment: {e}")))?;
             if sync {
-                self.sync_active().await?;
+                self.sync_written().await?;
             }
         }
         let sealing = self

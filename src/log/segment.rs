@@ -44,6 +44,10 @@ pub struct Segment {
     pub size: u64,
     /// Offset after the last batch (== base when empty).
     pub next_offset: i64,
+    /// Bytes known to be on stable storage (an fdatasync after their write succeeded), and
+    /// the offset after the batches they hold.
+    pub synced_len: u64,
+    pub synced_next: i64,
     pub index: SegmentIndex,
     /// When the segment was created or recovered (for `segment.ms`).
     pub opened: Instant,
@@ -63,6 +67,8 @@ impl Segment {
             appender: Some(appender),
             size: 0,
             next_offset: base,
+            synced_len: 0,
+            synced_next: base,
             index: SegmentIndex::default(),
             opened: Instant::now(),
         })
@@ -92,6 +98,9 @@ impl Segment {
             appender,
             size,
             next_offset,
+            // What recovery found is what the disk gave back.
+            synced_len: size,
+            synced_next: next_offset,
             index,
             opened: Instant::now(),
         })
