@@ -88,18 +88,16 @@ async fn read_all(log: &PartitionLog) -> Vec<Bytes> {
     out
 }
 
-/// Recovers `dir` as a restart would, with the headers of the batches it holds.
+/// Recovers `dir` as a restart would, with the headers recovery showed.
 async fn reopen(
     dir: &Path,
     policy: FsyncPolicy,
     roll: RollSettings,
 ) -> (Recovered, Vec<BatchHeader>) {
-    let r = recover(dir.to_path_buf(), policy, roll).await.unwrap();
-    let seen = read_all(&r.log)
+    let mut seen = Vec::new();
+    let r = recover(dir.to_path_buf(), policy, roll, &mut |h| seen.push(*h))
         .await
-        .iter()
-        .map(|b| BatchHeader::parse(b).unwrap())
-        .collect();
+        .unwrap();
     (r, seen)
 }
 
@@ -460,5 +458,42 @@ fn a_failed_fdatasync_while_sealing_keeps_the_segment_until_it_is_synced() {
         let (r, seen) = reopen(&dir, FsyncPolicy::Always, roll).await;
         assert_eq!(seen, headers_of(&[&a, &c]));
         assert_eq!(read_all(&r.log).await, bytes_of(&[&a, &c]));
+    });
+}
+
+#[test]
+fn recovery_shows_exactly_the_batches_that_stay() {
+    let td = TestDir::new("visitor");
+    let dir = td.0.clone();
+    let roll = small_segments();
+    run(|| async move {
+        let log = PartitionLog::new(dir.clone(), FsyncPolicy::Always, Vec::new(), roll);
+        let all = batches(0, &[3, 3, 3, 3, 3, 3, 3]);
+        for b in all.chunks(1) {
+            append_rolled(&log, b, roll, true).await.unwrap();
+        }
+        assert_eq!(log.segment_count(), 4);
+        drop(log);
+        let (r, seen) = reopen(&dir, FsyncPolicy::Always, roll).await;
+        assert_eq!(seen, headers_of(&[&all]));
+        drop(r);
+
+        // Damage in the second batch of the second segment: the segment is cut there and the
+        // later ones go, and recovery showed none of what went.
+        let segs = segment_files(&dir);
+        assert_eq!(segs.len(), 4);
+        let mut second = std::fs::read(&segs[1].0).unwrap();
+        let at = all[2].1.len() + 70;
+        second[at] ^= 0xff;
+        std::fs::write(&segs[1].0, &second).unwrap();
+        let (r, seen) = reopen(&dir, FsyncPolicy::Always, roll).await;
+        assert_eq!(seen, headers_of(&[&all[..3]]));
+        assert_eq!(r.next_offset, 9);
+        assert_eq!(segment_files(&dir).len(), 2);
+        assert_eq!(read_all(&r.log).await, bytes_of(&[&all[..3]]));
+        // And again: what stayed is shown once more, nothing else.
+        drop(r);
+        let (_, seen) = reopen(&dir, FsyncPolicy::Always, roll).await;
+        assert_eq!(seen, headers_of(&[&all[..3]]));
     });
 }

@@ -1,12 +1,14 @@
 //! Start-up recovery of one partition directory.
 //!
 //! Scans every segment in offset order, checking each batch (length, magic, CRC, offsets
-//! moving forward); rebuilds the in-memory indexes, the next offset and the idempotent
-//! producer state from the batch headers. The first damaged byte ends the log: a torn or
-//! corrupt tail of the last segment is cut (by reopening it for append at the intact length);
-//! damage inside an older segment cuts that segment and drops the later ones, because offsets
-//! must stay contiguous. A batch whose records disagree with its header counts as damage, like
-//! a torn write. Calls [`super::scan`] and [`super::segment`].
+//! moving forward); rebuilds the in-memory indexes and the next offset, and shows the caller
+//! every intact batch header (from which `partition/` rebuilds the idempotent producer
+//! state). The first damaged byte ends the log: a torn or corrupt tail of the last segment is
+//! cut (by reopening it for append at the intact length); damage inside an older segment cuts
+//! that segment and drops the later ones, because offsets must stay contiguous. A batch whose
+//! records disagree with its header counts as damage, like a torn write. A header is shown
+//! only once its batch is known to stay: segments are visited in order and damage only ever
+//! cuts what follows it. Calls [`super::scan`] and [`super::segment`].
 
 use std::path::{Path, PathBuf};
 
@@ -17,7 +19,6 @@ use super::scan::{Scanned, SegmentScan, SCAN_CHUNK};
 use super::segment::{self, parse_log_name, Segment};
 use super::LogError;
 use crate::config::FsyncPolicy;
-use crate::partition::producer_state::ProducerStates;
 use crate::record::batch::BatchHeader;
 
 /// File holding the log start offset moved by DeleteRecords (decimal text).
@@ -30,7 +31,6 @@ pub struct Recovered {
     pub next_offset: i64,
     /// (largest batch max timestamp, base offset of that batch), or (-1, -1).
     pub max_timestamp: (i64, i64),
-    pub producers: ProducerStates,
 }
 
 /// Reads one segment file through [`SegmentScan`], which decides what is intact.
@@ -59,11 +59,14 @@ async fn scan_segment(
     Ok(out)
 }
 
-/// Recovers the partition in `dir` (which exists).
+/// Recovers the partition in `dir` (which exists). `on_batch` sees the header of every batch
+/// the recovered log holds, once, in offset order (and nothing it does not hold); after an
+/// error, what it saw means nothing.
 pub async fn recover(
     dir: PathBuf,
     policy: FsyncPolicy,
     roll: RollSettings,
+    on_batch: &mut dyn FnMut(&BatchHeader),
 ) -> Result<Recovered, LogError> {
     let entries = std::fs::read_dir(&dir)
         .map_err(|e| LogError::Recovery(format!("listing {}: {e}", dir.display())))?;
@@ -73,7 +76,6 @@ pub async fn recover(
         .collect();
     bases.sort_unstable();
 
-    let mut producers = ProducerStates::default();
     let mut max_ts = (-1i64, -1i64);
     let mut segments = Vec::new();
     let mut next = bases.first().copied().unwrap_or(0);
@@ -85,13 +87,15 @@ pub async fn recover(
             let _ = std::fs::remove_file(&path);
             continue;
         }
-        let mut on_batch = |h: &BatchHeader| {
-            producers.record(h);
+        // Damage found in this segment cuts only what follows it, and later segments are
+        // scanned only when nothing was cut: every batch shown here stays.
+        let mut visit = |h: &BatchHeader| {
+            on_batch(h);
             if h.max_timestamp > max_ts.0 {
                 max_ts = (h.max_timestamp, h.base_offset);
             }
         };
-        let sc = scan_segment(&path, base, &mut on_batch).await?;
+        let sc = scan_segment(&path, base, &mut visit).await?;
         let last = i + 1 == bases.len();
         if sc.valid_len < sc.file_len {
             if !last && sc.padding_only {
@@ -131,7 +135,6 @@ pub async fn recover(
         log_start,
         next_offset: next,
         max_timestamp: max_ts,
-        producers,
     })
 }
 
@@ -196,7 +199,9 @@ mod tests {
             drop(log);
 
             // Recovery finds everything; then a torn last batch is cut off.
-            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+                .await
+                .unwrap();
             assert_eq!(r.next_offset, 120);
             drop(r);
             let mut segs: Vec<_> = std::fs::read_dir(&d)
@@ -209,7 +214,9 @@ mod tests {
             let len = std::fs::metadata(last).unwrap().len();
             let f = std::fs::OpenOptions::new().write(true).open(last).unwrap();
             f.set_len(len - 5).unwrap();
-            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+                .await
+                .unwrap();
             assert_eq!(r.next_offset, 117);
             // Appends continue right after the intact prefix.
             let t = r.log.enqueue(batches(117, 1), roll).unwrap();
@@ -235,7 +242,9 @@ mod tests {
         };
         let d = dir.clone();
         glommio::LocalExecutor::default().run(async move {
-            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+                .await
+                .unwrap();
             assert_eq!(r.next_offset, 6);
             assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
             // Lookups by timestamp run over what is left, and find nothing past it.
@@ -248,7 +257,9 @@ mod tests {
             let t = r.log.enqueue(batches(6, 1), roll).unwrap();
             r.log.wait(t, true).await.unwrap();
             drop(r);
-            let r = recover(d.clone(), FsyncPolicy::Always, roll).await.unwrap();
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+                .await
+                .unwrap();
             assert_eq!(r.next_offset, 9);
         });
         std::fs::remove_dir_all(&dir).unwrap();

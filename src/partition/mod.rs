@@ -125,7 +125,7 @@ impl Partition {
     }
 
     /// Partition state recovered from its log at start-up.
-    pub fn from_recovered(topic_id: Uuid, r: Recovered) -> Self {
+    pub fn from_recovered(topic_id: Uuid, r: Recovered, producers: ProducerStates) -> Self {
         let log = Rc::new(r.log);
         let mut p = Partition::new_local(topic_id, log);
         p.log_start = r.log_start;
@@ -133,9 +133,9 @@ impl Partition {
         p.hw = r.next_offset;
         p.max_timestamp = r.max_timestamp;
         if let Some(d) = &mut p.durable {
-            d.committed_producers = r.producers.clone();
+            d.committed_producers = producers.clone();
         }
-        p.producers = r.producers;
+        p.producers = producers;
         p
     }
 

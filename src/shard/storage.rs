@@ -176,9 +176,13 @@ impl Shard {
                 let _ = std::fs::remove_dir_all(entry.path());
                 continue;
             };
-            let r = recovery::recover(entry.path(), self.config.fsync, self.roll_settings(&meta))
-                .await
-                .map_err(|e| anyhow::anyhow!("recovering {topic}-{partition}: {e}"))?;
+            let mut producers = crate::partition::producer_state::ProducerStates::default();
+            let roll = self.roll_settings(&meta);
+            let r = recovery::recover(entry.path(), self.config.fsync, roll, &mut |h| {
+                producers.record(h)
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("recovering {topic}-{partition}: {e}"))?;
             tracing::info!(
                 topic = %topic,
                 partition,
@@ -186,9 +190,10 @@ impl Shard {
                 high_watermark = r.next_offset,
                 "recovered partition"
             );
-            self.partitions
-                .borrow_mut()
-                .insert((topic, partition), Partition::from_recovered(meta.id, r));
+            self.partitions.borrow_mut().insert(
+                (topic, partition),
+                Partition::from_recovered(meta.id, r, producers),
+            );
         }
         Ok(())
     }
