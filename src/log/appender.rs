@@ -8,9 +8,11 @@
 //! per second. A plain `pwritev` into the page cache plus `fdatasync`, on a pool thread,
 //! lets the executor sleep until the pool wakes it (docs/storage.md has the figures).
 //!
-//! Writes only ever go past the logical end, so a write torn by a crash can damage nothing
-//! written before; recovery cuts a torn tail. Used by segments, index files and the group
-//! offsets log; calls std, libc and glommio's `spawn_blocking`.
+//! Writes only ever go past the logical end (or, after a failed fdatasync, write the same
+//! bytes again), so a write torn by a crash can damage nothing written before; recovery cuts
+//! a torn tail, and a write that fails is cut off at once. Used by segments, index files and
+//! the group offsets log; calls std, libc and glommio's `spawn_blocking`, and in test builds
+//! routes every file call through `faults`.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -25,13 +27,18 @@ use glommio::io::BufferedFile;
 pub struct Appender {
     file: SyncHandle,
     len: u64,
+    /// The file may hold bytes of a failed write past `len`: cutting them failed too, so the
+    /// next append or trim cuts them first.
+    dirty_tail: bool,
 }
 
 /// A shared handle to an appended file, for fdatasync while the appender is out writing.
 #[derive(Clone)]
-pub struct SyncHandle {
-    file: Arc<File>,
-    path: Arc<PathBuf>,
+pub struct SyncHandle(Arc<Handle>);
+
+struct Handle {
+    file: File,
+    path: PathBuf,
 }
 
 /// Runs `f` on the current executor's blocking thread pool.
@@ -49,12 +56,14 @@ impl Appender {
     pub async fn create(path: &Path) -> io::Result<Appender> {
         let p = path.to_path_buf();
         let file = blocking(move || {
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&p)
+            io_create(&p, || {
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&p)
+            })
         })
         .await
         .map_err(with_path("creating", path))?;
@@ -67,7 +76,7 @@ impl Appender {
         let p = path.to_path_buf();
         let file = blocking(move || {
             let f = OpenOptions::new().read(true).write(true).open(&p)?;
-            f.set_len(len)?;
+            io_set_len(&f, &p, len)?;
             Ok::<_, io::Error>(f)
         })
         .await
@@ -77,11 +86,12 @@ impl Appender {
 
     fn with_file(file: File, path: &Path, len: u64) -> Appender {
         Appender {
-            file: SyncHandle {
-                file: Arc::new(file),
-                path: Arc::new(path.to_path_buf()),
-            },
+            file: SyncHandle(Arc::new(Handle {
+                file,
+                path: path.to_path_buf(),
+            })),
             len,
+            dirty_tail: false,
         }
     }
 
@@ -100,18 +110,38 @@ impl Appender {
         self.len == 0
     }
 
-    /// Writes `parts` after the logical end. On error the logical length is unchanged, so a
-    /// later append overwrites whatever part of them reached the file.
+    /// Writes `parts` after the logical end. On error the logical length is unchanged and
+    /// whatever part of them reached the file is cut off again: left there, it would outlive
+    /// a shorter later append, and a crash would let recovery take complete batches among it
+    /// (never acknowledged, at offsets since given to other batches) for data.
     pub async fn append(&mut self, parts: &[Bytes]) -> io::Result<()> {
         let added: u64 = parts.iter().map(|p| p.len() as u64).sum();
         if added == 0 {
             return Ok(());
         }
-        let (file, at) = (self.file.file.clone(), self.len);
+        let (h, at, cut_first) = (self.file.0.clone(), self.len, self.dirty_tail);
         let parts = parts.to_vec();
-        blocking(move || pwritev_all(&file, at, &parts))
-            .await
-            .map_err(with_path("writing", &self.file.path))?;
+        let (res, clean) = blocking(move || {
+            if cut_first {
+                if let Err(e) = io_set_len(&h.file, &h.path, at) {
+                    return (Err(e), false);
+                }
+            }
+            match io_write(&h.file, &h.path, at, &parts) {
+                Ok(()) => (Ok(()), true),
+                Err(e) => match io_set_len(&h.file, &h.path, at) {
+                    Ok(()) => (Err(e), true),
+                    Err(cut) => {
+                        let why = format!("{e}; cutting it off failed too: {cut}");
+                        (Err(io::Error::new(e.kind(), why)), false)
+                    }
+                },
+            }
+        })
+        .await;
+        self.dirty_tail = !clean;
+        let path = &self.file.0.path;
+        res.map_err(with_path("writing", path))?;
         self.len += added;
         Ok(())
     }
@@ -123,24 +153,36 @@ impl Appender {
 
     /// Cuts anything past the logical length (bytes of a failed write) so the file size is
     /// the logical length, for files that are complete: sealed segments, index files.
-    pub async fn trim(&self) -> io::Result<()> {
-        let (file, len) = (self.file.file.clone(), self.len);
-        blocking(move || match file.metadata()?.len() == len {
+    pub async fn trim(&mut self) -> io::Result<()> {
+        let (h, len) = (self.file.0.clone(), self.len);
+        blocking(move || match h.file.metadata()?.len() == len {
             true => Ok(()),
-            false => file.set_len(len),
+            false => io_set_len(&h.file, &h.path, len),
         })
         .await
-        .map_err(with_path("truncating", &self.file.path))
+        .map_err(with_path("truncating", &self.file.0.path))?;
+        self.dirty_tail = false;
+        Ok(())
     }
 }
 
 impl SyncHandle {
     /// fdatasync of the file, on the blocking pool.
     pub async fn fdatasync(&self) -> io::Result<()> {
-        let file = self.file.clone();
-        blocking(move || file.sync_data())
+        let h = self.0.clone();
+        blocking(move || io_sync(&h.file, &h.path))
             .await
-            .map_err(with_path("fdatasync of", &self.path))
+            .map_err(with_path("fdatasync of", &self.0.path))
+    }
+
+    /// Writes `data` again at `at`, inside what was appended: after a failed fdatasync, the
+    /// kernel may have stopped counting those pages as dirty, so a later fdatasync would not
+    /// write them unless they are written again.
+    pub async fn rewrite(&self, at: u64, data: Bytes) -> io::Result<()> {
+        let h = self.0.clone();
+        blocking(move || io_write(&h.file, &h.path, at, &[data]))
+            .await
+            .map_err(with_path("rewriting", &self.0.path))
     }
 }
 
@@ -150,6 +192,49 @@ pub async fn sync_dir(dir: &Path) -> io::Result<()> {
     blocking(move || File::open(&d)?.sync_all())
         .await
         .map_err(with_path("syncing directory", dir))
+}
+
+// The file calls the log makes, each a plain call in release builds and a call through
+// [`super::faults`] in test builds.
+
+#[cfg(not(test))]
+fn io_create(_path: &Path, create: impl FnOnce() -> io::Result<File>) -> io::Result<File> {
+    create()
+}
+
+#[cfg(test)]
+fn io_create(path: &Path, create: impl FnOnce() -> io::Result<File>) -> io::Result<File> {
+    super::faults::create(path, create)
+}
+
+#[cfg(not(test))]
+fn io_write(file: &File, _path: &Path, at: u64, parts: &[Bytes]) -> io::Result<()> {
+    pwritev_all(file, at, parts)
+}
+
+#[cfg(test)]
+fn io_write(file: &File, path: &Path, at: u64, parts: &[Bytes]) -> io::Result<()> {
+    super::faults::write(path, at, parts, |p| pwritev_all(file, at, p))
+}
+
+#[cfg(not(test))]
+fn io_sync(file: &File, _path: &Path) -> io::Result<()> {
+    file.sync_data()
+}
+
+#[cfg(test)]
+fn io_sync(file: &File, path: &Path) -> io::Result<()> {
+    super::faults::sync(path, || file.sync_data())
+}
+
+#[cfg(not(test))]
+fn io_set_len(file: &File, _path: &Path, len: u64) -> io::Result<()> {
+    file.set_len(len)
+}
+
+#[cfg(test)]
+fn io_set_len(file: &File, path: &Path, len: u64) -> io::Result<()> {
+    super::faults::set_len(path, len, || file.set_len(len))
 }
 
 /// Most iovecs one `pwritev` takes (Linux's IOV_MAX).

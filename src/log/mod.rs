@@ -5,8 +5,13 @@
 //! Layout and fsync policy: docs/storage.md. Owned by the shards (each opens only the
 //! partitions it owns); calls glommio for file I/O (writes on its blocking pool: [`appender`]) and `record/` for batch headers.
 //! `partition/` keeps the cache and offsets and calls into [`PartitionLog`].
+//! In test builds, `faults` fails, tears and forgets the log's file I/O on demand.
 
 pub mod appender;
+#[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
+pub mod faults;
 pub mod index;
 pub mod meta;
 pub mod offsets_store;
@@ -30,6 +35,18 @@ pub enum LogError {
     /// A write, fdatasync or file creation failed: what was appended is not durable.
     #[error("log write failed: {0}")]
     Write(String),
+    /// A batch whose base offset is not the one after everything written and queued.
+    #[error("batch at offset {got} queued where offset {expected} is next")]
+    OutOfOrder {
+        /// The offset the log takes next.
+        expected: i64,
+        /// The base offset offered.
+        got: i64,
+    },
+    /// The log refuses writes until the broker restarts: bytes it had acknowledged as written
+    /// may be gone from the page cache and the disk.
+    #[error("log fenced until restart: {0}")]
+    Fenced(String),
     /// Reading appended data back failed.
     #[error("log read failed: {0}")]
     Read(String),

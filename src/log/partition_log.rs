@@ -8,6 +8,25 @@
 //! fdatasync for everything written so far. Appends that arrive during a write or sync are
 //! taken by the writer's next round: that is the group commit. A failed write or sync fails
 //! every queued append (they see a new generation) and never acknowledges them.
+//!
+//! Offsets stay contiguous through failures: [`PartitionLog::enqueue`] takes only the offset
+//! after everything written and queued, a failed write is cut off the file at once (the
+//! appender), and a segment is sealed only at its logical length and synced, so neither the
+//! live log nor recovery ever finds bytes of an unacknowledged batch between acknowledged
+//! ones.
+//!
+//! A failed fdatasync: on Linux the kernel may mark the pages it could not write clean and
+//! report the error once, so the next fdatasync of the file succeeds without writing them
+//! ("fsyncgate"). Waiters in the failed round fail, and before any later fdatasync may count
+//! for anything the log reads back every byte of the active segment past its last good sync,
+//! checks it is still the batches it wrote (CRC, contiguous offsets) and writes it again, so
+//! that sync writes fresh dirty pages. Under `always` that is the next durable append or the
+//! next roll, under `interval` the next tick. If the bytes no longer read back intact (the
+//! kernel dropped the pages), data acknowledged as written is gone: the log is fenced and
+//! refuses every append until a restart's recovery decides what the disk holds — PostgreSQL's
+//! answer to the same problem. Syncs of one log never overlap, so no success can hide a
+//! concurrent failure.
+//!
 //! Lives on the owning shard only; calls [`super::segment`] and [`super::scan`].
 
 use std::cell::RefCell;
@@ -48,13 +67,21 @@ struct State {
     writing: bool,
     /// Offset after the last batch written to a segment.
     written_end: i64,
+    /// Offset after the last batch written or queued: the base the next batch must have.
+    reserved_end: i64,
     /// Offset after the last batch known to be on stable storage.
     synced_end: i64,
     /// Largest target a durable waiter asked to be synced.
     want_sync: i64,
     /// Bumped by every failed write: queued appends of older generations failed.
     gen: u64,
-    error: Option<String>,
+    /// Why the last failed round failed: what its waiters get.
+    error: Option<LogError>,
+    /// An fdatasync of the active segment failed: its bytes past `synced_len` must be written
+    /// again before a sync counts.
+    rewrite: bool,
+    /// Why the log refuses writes until a restart, once it does.
+    fenced: Option<String>,
 }
 
 /// One partition's segments on the owning shard.
@@ -63,6 +90,9 @@ pub struct PartitionLog {
     policy: FsyncPolicy,
     st: RefCell<State>,
     changed: event_listener::Event,
+    /// Held through every fdatasync (and the rewrite before it): of two overlapping syncs of
+    /// one file only one sees an error, and the other's success would be a lie.
+    sync_lock: futures::lock::Mutex<()>,
 }
 
 /// Bytes read per cold-read or scan step.
@@ -87,12 +117,16 @@ impl PartitionLog {
                 roll,
                 writing: false,
                 written_end: end,
+                reserved_end: end,
                 synced_end: end,
                 want_sync: end,
                 gen: 0,
                 error: None,
+                rewrite: false,
+                fenced: None,
             }),
             changed: event_listener::Event::new(),
+            sync_lock: futures::lock::Mutex::new(()),
         }
     }
 
@@ -121,16 +155,43 @@ impl PartitionLog {
         self.st.borrow().segments.len()
     }
 
-    /// Queues batches (offsets assigned, in order) for the writer.
-    pub fn enqueue(&self, batches: Vec<(BatchHeader, Bytes)>, roll: RollSettings) -> Ticket {
+    /// Offset after the last batch written or queued: where the next batch must start.
+    pub fn reserved_end(&self) -> i64 {
+        self.st.borrow().reserved_end
+    }
+
+    /// Queues batches (offsets assigned, in order) for the writer. Refuses them, queueing
+    /// none, unless they continue exactly where the written and queued ones end: a failed
+    /// write fails everything queued, and a batch reserved before the caller learned of it
+    /// would otherwise be written after a gap.
+    pub fn enqueue(
+        &self,
+        batches: Vec<(BatchHeader, Bytes)>,
+        roll: RollSettings,
+    ) -> Result<Ticket, LogError> {
         let mut s = self.st.borrow_mut();
+        if let Some(why) = &s.fenced {
+            return Err(LogError::Fenced(why.clone()));
+        }
+        let mut next = s.reserved_end;
+        for (h, _) in &batches {
+            if h.base_offset != next {
+                return Err(LogError::OutOfOrder {
+                    expected: next,
+                    got: h.base_offset,
+                });
+            }
+            next = h.last_offset() + 1;
+        }
         s.roll = roll;
-        let target = batches
-            .last()
-            .map(|(h, _)| h.last_offset() + 1)
-            .unwrap_or(s.written_end);
+        let target = if batches.is_empty() {
+            s.written_end
+        } else {
+            next
+        };
+        s.reserved_end = next;
         s.pending.extend(batches);
-        Ticket { gen: s.gen, target }
+        Ok(Ticket { gen: s.gen, target })
     }
 
     /// Asks the writer to sync through `target` in the round that writes it, so an acks=all
@@ -142,8 +203,8 @@ impl PartitionLog {
         }
     }
 
-    /// A ticket that completes once everything queued so far is written (for duplicates of
-    /// batches that may still be queued).
+    /// A ticket in the current generation for everything below `reserved_end`: what an
+    /// acks=all append waits on once it is written, to be synced.
     pub fn ticket_for_all(&self, reserved_end: i64) -> Ticket {
         let s = self.st.borrow();
         Ticket {
@@ -169,9 +230,20 @@ impl PartitionLog {
                     return Ok(());
                 }
                 if s.gen != t.gen {
-                    return Err(LogError::Write(
-                        s.error.clone().unwrap_or_else(|| "write failed".into()),
-                    ));
+                    return Err(s
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| LogError::Write("write failed".into())));
+                }
+                if let Some(why) = &s.fenced {
+                    return Err(LogError::Fenced(why.clone()));
+                }
+                if t.target > s.reserved_end {
+                    // Nothing queued reaches it: no round would ever complete it.
+                    return Err(LogError::OutOfOrder {
+                        expected: s.reserved_end,
+                        got: t.target,
+                    });
                 }
                 s.writing
             };
@@ -193,14 +265,18 @@ impl PartitionLog {
                 tracing::error!(dir = %self.dir.display(), error = %e, "log write failed; failing queued appends");
                 s.gen += 1;
                 s.pending.clear();
+                s.reserved_end = s.written_end;
                 s.want_sync = s.synced_end;
-                s.error = Some(e.to_string());
+                s.error = Some(e);
             }
         }
         self.changed.notify(usize::MAX);
     }
 
     async fn write_loop(&self) -> Result<(), LogError> {
+        if let Some(why) = &self.st.borrow().fenced {
+            return Err(LogError::Fenced(why.clone()));
+        }
         loop {
             let (batches, roll) = {
                 let mut s = self.st.borrow_mut();
@@ -211,52 +287,130 @@ impl PartitionLog {
                 // acks=1 waiters can go now; durable ones wait for the sync below.
                 self.changed.notify(usize::MAX);
             }
-            let sync_to = {
+            let want_sync = {
                 let s = self.st.borrow();
-                (s.want_sync > s.synced_end).then_some(s.written_end)
+                s.want_sync > s.synced_end && s.written_end > s.synced_end
             };
-            match sync_to {
-                Some(end) => {
-                    self.sync_active().await?;
-                    self.st.borrow_mut().synced_end = end;
-                    self.changed.notify(usize::MAX);
-                }
-                None if self.st.borrow().pending.is_empty() => return Ok(()),
-                None => {}
-            }
-        }
-    }
-
-    /// fdatasync of the active segment (sealed ones were synced when sealed).
-    pub async fn sync_active(&self) -> Result<(), LogError> {
-        let file = self
-            .st
-            .borrow()
-            .segments
-            .values()
-            .next_back()
-            .and_then(Segment::sync_handle);
-        if let Some(f) = file {
-            f.fdatasync().await.map_err(|e| {
-                LogError::Write(format!("fdatasync in {}: {e}", self.dir.display()))
-            })?;
-        }
-        Ok(())
-    }
-
-    /// Syncs everything written when the policy is `interval` (called by the shard timer).
-    pub async fn sync_if_dirty(&self) -> Result<(), LogError> {
-        let end = {
-            let s = self.st.borrow();
-            if s.written_end <= s.synced_end || s.writing {
+            if want_sync {
+                self.sync_written().await?;
+                self.changed.notify(usize::MAX);
+            } else if self.st.borrow().pending.is_empty() {
                 return Ok(());
             }
-            s.written_end
+        }
+    }
+
+    /// Makes everything written so far durable: fdatasync of the active segment (sealed ones
+    /// were synced when sealed), after writing again what a failed fdatasync may have lost.
+    async fn sync_written(&self) -> Result<(), LogError> {
+        let _one_at_a_time = self.sync_lock.lock().await;
+        let (active, end, rewrite) = {
+            let s = self.st.borrow();
+            if let Some(why) = &s.fenced {
+                return Err(LogError::Fenced(why.clone()));
+            }
+            let active = s.segments.values().next_back().and_then(|seg| {
+                let h = seg.sync_handle()?;
+                Some((seg.base, h, seg.size, seg.next_offset))
+            });
+            (active, s.written_end, s.rewrite)
         };
-        self.sync_active().await?;
+        if let Some((base, handle, size, next)) = active {
+            if rewrite {
+                self.rewrite_unsynced(base).await?;
+            }
+            if let Err(e) = handle.fdatasync().await {
+                self.st.borrow_mut().rewrite = true;
+                return Err(LogError::Write(format!(
+                    "fdatasync in {}: {e}",
+                    self.dir.display()
+                )));
+            }
+            let mut s = self.st.borrow_mut();
+            s.rewrite = false;
+            if let Some(seg) = s.segments.get_mut(&base) {
+                seg.synced_len = seg.synced_len.max(size);
+                seg.synced_next = seg.synced_next.max(next);
+            }
+        }
         let mut s = self.st.borrow_mut();
         s.synced_end = s.synced_end.max(end);
         Ok(())
+    }
+
+    /// Writes the active segment's bytes past its last good sync again, from what reads
+    /// back, once they prove to be the batches written there; fences the log if they do not.
+    async fn rewrite_unsynced(&self, base: i64) -> Result<(), LogError> {
+        let found = {
+            let s = self.st.borrow();
+            s.segments.get(&base).and_then(|seg| {
+                let h = seg.sync_handle()?;
+                Some((
+                    h,
+                    seg.file(),
+                    seg.synced_len,
+                    seg.size,
+                    seg.synced_next,
+                    seg.next_offset,
+                ))
+            })
+        };
+        let Some((handle, file, mut pos, size, mut expect, end)) = found else {
+            return Ok(());
+        };
+        let mut chunk = READ_CHUNK;
+        while pos < size {
+            let len = chunk.min((size - pos) as usize);
+            let data = segment::read(&file, pos, len)
+                .await
+                .map_err(|e| LogError::Write(format!("reading back unsynced bytes: {e}")))?;
+            let (batches, stop) = scan(&data, expect, true);
+            let mut good = 0;
+            for f in batches {
+                if f.header.base_offset != expect {
+                    break;
+                }
+                expect = f.header.last_offset() + 1;
+                good = f.pos + f.header.total_len();
+            }
+            if good == 0 {
+                match stop {
+                    Stop::NeedMore { total, .. } if data.len() == len && total > len => {
+                        chunk = total;
+                        continue;
+                    }
+                    _ => break,
+                }
+            }
+            handle
+                .rewrite(pos, data.slice(..good))
+                .await
+                .map_err(|e| LogError::Write(e.to_string()))?;
+            pos += good as u64;
+        }
+        if pos == size && expect == end {
+            return Ok(());
+        }
+        let why = format!(
+            "{}: after a failed fdatasync, bytes {pos}..{size} of segment {base} no longer \
+             read back as the batches written there",
+            self.dir.display()
+        );
+        tracing::error!(dir = %self.dir.display(), "{why}; refusing writes until restart");
+        self.st.borrow_mut().fenced = Some(why.clone());
+        Err(LogError::Fenced(why))
+    }
+
+    /// Syncs everything written when the policy is `interval` (called by the shard timer).
+    /// A fenced log is left alone: it said why once, at error level.
+    pub async fn sync_if_dirty(&self) -> Result<(), LogError> {
+        {
+            let s = self.st.borrow();
+            if s.written_end <= s.synced_end || s.writing || s.fenced.is_some() {
+                return Ok(());
+            }
+        }
+        self.sync_written().await
     }
 
     async fn write_batches(
@@ -321,6 +475,27 @@ impl PartitionLog {
     async fn roll_to(&self, base: i64) -> Result<(), LogError> {
         tracing::debug!(dir = %self.dir.display(), base, "rolling to a new segment");
         let sync = self.policy != FsyncPolicy::Never;
+        let active = self
+            .st
+            .borrow_mut()
+            .segments
+            .values_mut()
+            .next_back()
+            .and_then(Segment::take_appender);
+        if let Some(mut appender) = active {
+            // Nothing writes or syncs a sealed segment again, so it is sealed only at its
+            // logical length (no bytes of a failed write past it, which recovery would take
+            // for damage and drop every later segment) and on stable storage; until then it
+            // stays active and the next round retries.
+            let trimmed = appender.trim().await;
+            if let Some(seg) = self.st.borrow_mut().segments.values_mut().next_back() {
+                seg.put_appender(appender, &[]);
+            }
+            trimmed.map_err(|e| LogError::Write(format!("sealing a segment: {e}")))?;
+            if sync {
+                self.sync_written().await?;
+            }
+        }
         let sealing = self
             .st
             .borrow_mut()

@@ -1,12 +1,14 @@
 //! Start-up recovery of one partition directory.
 //!
 //! Scans every segment in offset order, checking each batch (length, magic, CRC, offsets
-//! moving forward); rebuilds the in-memory indexes, the next offset and the idempotent
-//! producer state from the batch headers. The first damaged byte ends the log: a torn or
-//! corrupt tail of the last segment is cut (by reopening it for append at the intact length);
-//! damage inside an older segment cuts that segment and drops the later ones, because offsets
-//! must stay contiguous. A batch whose records disagree with its header counts as damage, like
-//! a torn write. Calls [`super::scan`] and [`super::segment`].
+//! moving forward); rebuilds the in-memory indexes and the next offset, and shows the caller
+//! every intact batch header (from which `partition/` rebuilds the idempotent producer
+//! state). The first damaged byte ends the log: a torn or corrupt tail of the last segment is
+//! cut (by reopening it for append at the intact length); damage inside an older segment cuts
+//! that segment and drops the later ones, because offsets must stay contiguous. A batch whose
+//! records disagree with its header counts as damage, like a torn write. A header is shown
+//! only once its batch is known to stay: segments are visited in order and damage only ever
+//! cuts what follows it. Calls [`super::scan`] and [`super::segment`].
 
 use std::path::{Path, PathBuf};
 
@@ -60,13 +62,14 @@ async fn scan_segment(
     Ok(out)
 }
 
-/// Recovers the partition in `dir` (which exists); `visit` sees the header of every batch
-/// kept, in offset order.
+/// Recovers the partition in `dir` (which exists). `on_batch` sees the header of every batch
+/// the recovered log holds, once, in offset order (and nothing it does not hold); after an
+/// error, what it saw means nothing.
 pub async fn recover(
     dir: PathBuf,
     policy: FsyncPolicy,
     roll: RollSettings,
-    visit: &mut dyn FnMut(&BatchHeader),
+    on_batch: &mut dyn FnMut(&BatchHeader),
 ) -> Result<Recovered, LogError> {
     let entries = std::fs::read_dir(&dir)
         .map_err(|e| LogError::Recovery(format!("listing {}: {e}", dir.display())))?;
@@ -87,13 +90,15 @@ pub async fn recover(
             let _ = std::fs::remove_file(&path);
             continue;
         }
-        let mut on_batch = |h: &BatchHeader| {
-            visit(h);
+        // Damage found in this segment cuts only what follows it, and later segments are
+        // scanned only when nothing was cut: every batch shown here stays.
+        let mut visit = |h: &BatchHeader| {
+            on_batch(h);
             if h.max_timestamp > max_ts.0 {
                 max_ts = (h.max_timestamp, h.base_offset);
             }
         };
-        let sc = scan_segment(&path, base, &mut on_batch).await?;
+        let sc = scan_segment(&path, base, &mut visit).await?;
         let last = i + 1 == bases.len();
         if sc.valid_len < sc.file_len {
             if !last && sc.padding_only {
@@ -176,7 +181,7 @@ mod tests {
             let all = batches(0, 40);
             let originals: Vec<_> = all.iter().map(|(_, b)| b.clone()).collect();
             for chunk in all.chunks(7) {
-                let t = log.enqueue(chunk.to_vec(), roll);
+                let t = log.enqueue(chunk.to_vec(), roll).unwrap();
                 log.wait(t, true).await.unwrap();
             }
             assert_eq!(log.written_end(), 120);
@@ -217,7 +222,7 @@ mod tests {
                 .unwrap();
             assert_eq!(r.next_offset, 117);
             // Appends continue right after the intact prefix.
-            let t = r.log.enqueue(batches(117, 1), roll);
+            let t = r.log.enqueue(batches(117, 1), roll).unwrap();
             r.log.wait(t, true).await.unwrap();
             let back = r.log.read(117, 1 << 20, 120).await.unwrap();
             assert_eq!(BatchHeader::parse(&back[0]).unwrap().base_offset, 117);
@@ -252,7 +257,7 @@ mod tests {
             );
             assert_eq!(r.log.find_timestamp(10_000, 0, 6).await.unwrap(), None);
             // Appends continue right after the intact prefix.
-            let t = r.log.enqueue(batches(6, 1), roll);
+            let t = r.log.enqueue(batches(6, 1), roll).unwrap();
             r.log.wait(t, true).await.unwrap();
             drop(r);
             let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})

@@ -45,6 +45,11 @@ pub struct Segment {
     pub size: u64,
     /// Offset after the last batch (== base when empty).
     pub next_offset: i64,
+    /// Bytes known to be on stable storage (an fdatasync after their write succeeded), and
+    /// the offset after the batches they hold.
+    pub synced_len: u64,
+    /// Offset after the batches within `synced_len`.
+    pub synced_next: i64,
     /// Sparse offset → position index, so a read seeks instead of scanning.
     pub index: SegmentIndex,
     /// When the segment was created or recovered (for `segment.ms`).
@@ -65,6 +70,8 @@ impl Segment {
             appender: Some(appender),
             size: 0,
             next_offset: base,
+            synced_len: 0,
+            synced_next: base,
             index: SegmentIndex::default(),
             opened: Instant::now(),
         })
@@ -94,6 +101,9 @@ impl Segment {
             appender,
             size,
             next_offset,
+            // What recovery found is what the disk gave back.
+            synced_len: size,
+            synced_next: next_offset,
             index,
             opened: Instant::now(),
         })
@@ -130,14 +140,15 @@ impl Segment {
         self.appender = Some(a);
     }
 
-    /// Makes the segment sealed (no appender) and returns the I/O left to finish it: the log
-    /// file trimmed to its logical size and synced, and the index files written. Readers keep
-    /// using the segment meanwhile; index files are rebuilt by recovery if this fails.
+    /// Makes the segment sealed (no appender) and returns the I/O left to finish it: writing
+    /// the index files. The log file must already be trimmed and (unless `--fsync never`)
+    /// synced: nothing writes or syncs a sealed segment again. Readers keep using the segment
+    /// meanwhile; recovery rebuilds the indexes by scanning, so a failed index write loses
+    /// nothing.
     pub fn begin_seal(&mut self) -> Option<SealJob> {
-        let appender = self.appender.take()?;
+        self.appender.take()?;
         self.sync = None;
         Some(SealJob {
-            appender,
             path: self.path.clone(),
             offsets: self.index.encode_offsets(),
             times: self.index.encode_times(),
@@ -185,19 +196,14 @@ pub async fn read(file: &BufferedFile, pos: u64, len: usize) -> io::Result<Bytes
 
 /// The I/O that completes sealing a segment.
 pub struct SealJob {
-    appender: Appender,
     path: PathBuf,
     offsets: Bytes,
     times: Bytes,
 }
 
 impl SealJob {
-    /// Trims and (when `sync`) syncs the log file, then writes the index files.
+    /// Writes the index files, synced when `sync`.
     pub async fn finish(self, sync: bool) -> io::Result<()> {
-        self.appender.trim().await?;
-        if sync {
-            self.appender.sync().await?;
-        }
         for (ext, data) in [("index", self.offsets), ("timeindex", self.times)] {
             let mut ix = Appender::create(&self.path.with_extension(ext)).await?;
             ix.append(&[data]).await?;

@@ -24,7 +24,7 @@ use crate::group::OffsetStore;
 use crate::log::offsets_store::{offsets_path, DurableOffsetStore};
 use crate::log::recovery::{self, LOG_START_FILE};
 use crate::log::retention::{self, Retention, SealedSegment};
-use crate::log::{PartitionLog, RollSettings, Ticket};
+use crate::log::{PartitionLog, RollSettings};
 use crate::record::batch::BatchHeader;
 
 /// The local engine.
@@ -101,8 +101,16 @@ impl PartitionStore for LocalStore {
             .iter()
             .map(|(h, _)| Ok((h.base_offset, h.last_offset())))
             .collect();
-        // Queued now, before the caller yields: the queue order is the append order.
-        let ticket = self.log.enqueue(batches.to_vec(), self.roll());
+        // Queued now, before the caller yields: the queue order is the append order. A
+        // refusal (offsets after a failed write, a fenced log) fails the append; settling
+        // it realigns the partition's offsets with the log.
+        let ticket = match self.log.enqueue(batches.to_vec(), self.roll()) {
+            Ok(t) => t,
+            Err(e) => {
+                let e = storage_error(e);
+                return Box::pin(futures::future::ready(vec![Err(e); predicted.len()]));
+            }
+        };
         if durability == Durability::Persisted {
             self.log.want_sync(ticket.target);
         }
@@ -115,10 +123,7 @@ impl PartitionStore for LocalStore {
     }
 
     fn persist(&self, through: i64) -> LocalBoxFuture<'_, Result<(), KelpError>> {
-        let ticket = Ticket {
-            gen: self.log.generation(),
-            target: through,
-        };
+        let ticket = self.log.ticket_for_all(through);
         Box::pin(async move { self.log.wait(ticket, true).await.map_err(storage_error) })
     }
 
