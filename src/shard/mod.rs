@@ -468,3 +468,6 @@ mod cross_core_tests;
 
 #[cfg(test)]
 mod cache_tests;
+
+#[cfg(test)]
+mod fault_tests;
