@@ -7,6 +7,7 @@
 //! [`Broker`]; [`Client::send`] is one request/response round trip; [`start_shard`] is the
 //! only place a `Shard` is built.
 
+mod fetch;
 mod produce;
 
 use std::cell::Cell;
@@ -399,7 +400,7 @@ pub(crate) async fn produce_ok(c: &Client, topic: &str, partition: i32, records:
     r.base_offset
 }
 
-/// A batch of one record per value, record i at timestamp `ts + i` (offsets from 0).
+/// One batch of one record per value, record i at timestamp `ts + i` (offsets from 0).
 pub(crate) fn batch(values: &[&str], ts: i64) -> BytesMut {
     let records: Vec<Record> = values
         .iter()
@@ -413,7 +414,9 @@ pub(crate) fn batch(values: &[&str], ts: i64) -> BytesMut {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // The encoder starts a new batch wherever offset - sequence changes; this keeps
+            // one batch with base sequence -1 (no producer id).
+            sequence: i as i32 - 1,
             timestamp: ts + i as i64,
             key: None,
             value: Some(Bytes::from(v.to_string())),
