@@ -8,6 +8,7 @@
 //! only place a `Shard` is built.
 
 mod fetch;
+mod offsets;
 mod produce;
 
 use std::cell::Cell;
