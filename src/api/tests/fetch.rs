@@ -39,12 +39,7 @@ fn fetch_returns_whole_batches_from_the_one_holding_the_offset() {
         produce_ok(c, "t", 0, batch(&["d", "e"], 200)).await;
         produce_ok(c, "t", 0, batch(&["f"], 300)).await;
         for v in [4i16, 7, 11, 12] {
-            let mut req = fetch_request(0, &[("t", 0, 4)]);
-            if v < 12 {
-                // Before v12 the request has no tagged fields; the crate encodes it all the same.
-                req.rack_id = crate::api::sb("");
-            }
-            let resp = c.send(v, req).await;
+            let resp = c.send(v, fetch_request(0, &[("t", 0, 4)])).await;
             let p = partitions(&resp)[0];
             assert_eq!(p.error_code, code::NONE, "v{v}");
             assert_eq!((p.high_watermark, p.last_stable_offset), (6, 6), "v{v}");

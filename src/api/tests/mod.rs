@@ -10,6 +10,7 @@
 mod fetch;
 mod offsets;
 mod produce;
+mod topics;
 
 use std::cell::Cell;
 use std::future::Future;
