@@ -7,6 +7,7 @@
 //! [`Broker`]; [`Client::send`] is one request/response round trip; [`start_shard`] is the
 //! only place a `Shard` is built.
 
+mod configs;
 mod fetch;
 mod offsets;
 mod produce;
