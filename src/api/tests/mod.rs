@@ -9,6 +9,7 @@
 
 mod configs;
 mod fetch;
+mod groups;
 mod offsets;
 mod produce;
 mod topics;
