@@ -9,6 +9,7 @@
 
 mod configs;
 mod fetch;
+mod group_offsets;
 mod groups;
 mod offsets;
 mod produce;
