@@ -12,8 +12,8 @@ use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 };
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, GroupId, LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest,
+    DeleteGroupsRequest, DescribeGroupsRequest, GroupId, LeaveGroupRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest,
 };
 
 use super::groups::{group_on, stable_member};
@@ -375,14 +375,24 @@ fn deleting_a_group_deletes_its_offsets() {
             .with_group_id(GroupId(sb(group.as_str())))
             .with_member_id(sb(me.as_str()));
         assert_eq!(c.send(1, leave).await.error_code, code::NONE);
-        // Empty, but it has offsets: it is listed and described as such until deleted.
+        // Empty, and its offsets stay until the group is deleted.
         assert_eq!(
             fetch_offsets(c, 7, &group, None).await,
             (0, vec![row("t", 0, 8, "")])
         );
+        let describe =
+            || DescribeGroupsRequest::default().with_groups(vec![GroupId(sb(group.as_str()))]);
+        assert_eq!(
+            c.send(5, describe()).await.groups[0].group_state.as_str(),
+            "Empty"
+        );
         let req =
             DeleteGroupsRequest::default().with_groups_names(vec![GroupId(sb(group.as_str()))]);
         assert_eq!(c.send(2, req).await.results[0].error_code, code::NONE);
+        assert_eq!(
+            c.send(5, describe()).await.groups[0].group_state.as_str(),
+            "Dead"
+        );
         assert_eq!(fetch_offsets(c, 7, &group, None).await, (0, vec![]));
         let none = ("t".to_string(), 0, -1i64, String::new(), code::NONE);
         assert_eq!(

@@ -11,6 +11,7 @@ mod configs;
 mod fetch;
 mod group_offsets;
 mod groups;
+mod misc;
 mod offsets;
 mod produce;
 mod topics;
