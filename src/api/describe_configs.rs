@@ -129,9 +129,8 @@ pub fn handle(
                                 .with_value(Some(sb(e.value)))
                                 .with_source(e.source)];
                         }
-                        if req.include_documentation {
-                            c.documentation = Some(sb(e.doc));
-                        }
+                        // Null unless asked for, as Kafka (the codec's default is "").
+                        c.documentation = req.include_documentation.then(|| sb(e.doc));
                         c
                     })
                     .collect();

@@ -90,10 +90,16 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Result<Response,
         }
         let waits = wanted
             .iter()
-            .map(|&(ti, pi, offset, _)| WaitItem {
-                topic: topics[ti].name.clone(),
-                partition: topics[ti].partitions[pi].index,
-                offset,
+            .map(|&(ti, pi, offset, _)| {
+                let po = &topics[ti].partitions[pi];
+                WaitItem {
+                    topic: topics[ti].name.clone(),
+                    partition: po.index,
+                    // Wait for data past what was just read (too little for min_bytes):
+                    // from the fetch offset the wait would end at once, and the loop would
+                    // re-read without yielding, holding the core until the deadline.
+                    offset: offset.max(po.high_watermark),
+                }
             })
             .collect();
         ctx.shard.wait_any(waits, deadline).await;

@@ -27,6 +27,9 @@ pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
 
+#[cfg(test)]
+mod tests;
+
 use std::cell::Cell;
 use std::rc::Rc;
 

@@ -1,0 +1,313 @@
+//! DescribeConfigs and IncrementalAlterConfigs: topic overrides and defaults, broker
+//! configs, the refusals, and an altered limit taking effect on the next produce.
+
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRequest};
+
+use super::*;
+use crate::api::sb;
+use crate::cluster::topic_config::TOPIC_CONFIGS;
+
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
+
+fn resource(kind: i8, name: &str, keys: Option<&[&str]>) -> DescribeConfigsResource {
+    DescribeConfigsResource::default()
+        .with_resource_type(kind)
+        .with_resource_name(sb(name))
+        .with_configuration_keys(keys.map(|ks| ks.iter().map(|k| sb(*k)).collect()))
+}
+
+async fn describe(
+    c: &Client,
+    version: i16,
+    resources: Vec<DescribeConfigsResource>,
+) -> Vec<DescribeConfigsResult> {
+    c.send(
+        version,
+        DescribeConfigsRequest::default().with_resources(resources),
+    )
+    .await
+    .results
+}
+
+fn entry<'a>(r: &'a DescribeConfigsResult, name: &str) -> &'a DescribeConfigsResourceResult {
+    r.configs
+        .iter()
+        .find(|c| c.name.as_str() == name)
+        .unwrap_or_else(|| panic!("{name} not described"))
+}
+
+/// (value, source) of one topic config as DescribeConfigs reports it.
+async fn topic_config(c: &Client, topic: &str, name: &str) -> (String, i8) {
+    let rs = describe(c, 4, vec![resource(TOPIC, topic, Some(&[name]))]).await;
+    assert_eq!(rs[0].error_code, code::NONE);
+    let e = entry(&rs[0], name);
+    (
+        e.value.as_deref().unwrap_or_default().to_string(),
+        e.config_source,
+    )
+}
+
+fn alter(kind: i8, name: &str, ops: &[(&str, i8, Option<&str>)]) -> AlterConfigsResource {
+    AlterConfigsResource::default()
+        .with_resource_type(kind)
+        .with_resource_name(sb(name))
+        .with_configs(
+            ops.iter()
+                .map(|(k, op, v)| {
+                    AlterableConfig::default()
+                        .with_name(sb(*k))
+                        .with_config_operation(*op)
+                        .with_value(v.map(sb))
+                })
+                .collect(),
+        )
+}
+
+/// Error code of each resource altered.
+async fn alter_codes(
+    c: &Client,
+    version: i16,
+    validate_only: bool,
+    rs: Vec<AlterConfigsResource>,
+) -> Vec<i16> {
+    let req = IncrementalAlterConfigsRequest::default()
+        .with_resources(rs)
+        .with_validate_only(validate_only);
+    let resp = c.send(version, req).await;
+    resp.responses.iter().map(|r| r.error_code).collect()
+}
+
+#[test]
+fn topic_configs_show_overrides_and_defaults_at_every_version() {
+    run(1, &[], |b| async move {
+        let c = &b.client;
+        create_topic_with(c, "t", 1, &[("retention.ms", "1000")]).await;
+        for v in [1i16, 2, 3, 4] {
+            let rs = describe(c, v, vec![resource(TOPIC, "t", None)]).await;
+            let r = &rs[0];
+            assert_eq!(
+                (r.error_code, r.resource_type, r.resource_name.as_str()),
+                (0, TOPIC, "t")
+            );
+            assert_eq!(
+                r.configs.len(),
+                TOPIC_CONFIGS.len(),
+                "v{v}: every known config"
+            );
+            let set = entry(r, "retention.ms");
+            assert_eq!(
+                (set.value.as_deref(), set.config_source, set.read_only),
+                (Some("1000"), 1, false)
+            );
+            let default = entry(r, "max.message.bytes");
+            assert_eq!(
+                (default.value.as_deref(), default.config_source),
+                (Some("1048588"), 5)
+            );
+            if v >= 3 {
+                assert_eq!(
+                    (set.config_type, default.config_type),
+                    (5, 3),
+                    "v{v}: long and int"
+                );
+            }
+        }
+        let rs = describe(
+            c,
+            4,
+            vec![resource(
+                TOPIC,
+                "t",
+                Some(&["segment.bytes", "retention.ms"]),
+            )],
+        )
+        .await;
+        let mut names: Vec<&str> = rs[0].configs.iter().map(|c| c.name.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["retention.ms", "segment.bytes"]);
+    });
+}
+
+#[test]
+fn synonyms_and_documentation_come_when_asked() {
+    run(1, &[], |b| async move {
+        let c = &b.client;
+        create_topic_with(c, "t", 1, &[("cleanup.policy", "compact")]).await;
+        let req = DescribeConfigsRequest::default()
+            .with_resources(vec![resource(TOPIC, "t", Some(&["cleanup.policy"]))])
+            .with_include_synonyms(true)
+            .with_include_documentation(true);
+        let resp = c.send(4, req).await;
+        let e = entry(&resp.results[0], "cleanup.policy");
+        assert_eq!(e.synonyms.len(), 1);
+        let s = &e.synonyms[0];
+        assert_eq!(
+            (s.name.as_str(), s.value.as_deref(), s.source),
+            ("cleanup.policy", Some("compact"), 1)
+        );
+        assert!(e.documentation.as_ref().is_some_and(|d| !d.is_empty()));
+        // Not asked: neither.
+        let rs = describe(c, 4, vec![resource(TOPIC, "t", Some(&["cleanup.policy"]))]).await;
+        let e = entry(&rs[0], "cleanup.policy");
+        assert!(e.synonyms.is_empty() && e.documentation.is_none());
+    });
+}
+
+#[test]
+fn unknown_topics_and_resource_types_fail_alone_and_broker_configs_are_read_only() {
+    run(
+        1,
+        &["--default-partitions", "6", "--auto-create-topics", "false"],
+        |b| async move {
+            let c = &b.client;
+            create_topic(c, "t", 1).await;
+            let rs = describe(
+                c,
+                4,
+                vec![
+                    resource(TOPIC, "nope", None),
+                    resource(BROKER, "0", None),
+                    resource(8, "logger", None),
+                    resource(TOPIC, "t", Some(&["retention.ms"])),
+                ],
+            )
+            .await;
+            let codes: Vec<i16> = rs.iter().map(|r| r.error_code).collect();
+            assert_eq!(
+                codes,
+                [
+                    code::UNKNOWN_TOPIC_OR_PARTITION,
+                    0,
+                    code::INVALID_REQUEST,
+                    0
+                ]
+            );
+            assert!(rs[0].configs.is_empty() && rs[0].error_message.is_some());
+            assert!(rs[2].configs.is_empty());
+            let n = entry(&rs[1], "num.partitions");
+            assert_eq!(
+                (n.value.as_deref(), n.read_only, n.config_source),
+                (Some("6"), true, 4)
+            );
+            let auto = entry(&rs[1], "auto.create.topics.enable");
+            assert_eq!(auto.value.as_deref(), Some("false"));
+            assert_eq!(rs[3].configs.len(), 1);
+        },
+    );
+}
+
+#[test]
+fn set_delete_append_and_subtract_change_what_is_described() {
+    run(1, &[], |b| async move {
+        let c = &b.client;
+        create_topic(c, "t", 1).await;
+        for v in [0i16, 1] {
+            let set = alter(TOPIC, "t", &[("retention.ms", SET, Some("5000"))]);
+            assert_eq!(alter_codes(c, v, false, vec![set]).await, [0], "v{v}");
+            assert_eq!(
+                topic_config(c, "t", "retention.ms").await,
+                ("5000".into(), 1)
+            );
+            let del = alter(TOPIC, "t", &[("retention.ms", DELETE, None)]);
+            assert_eq!(alter_codes(c, v, false, vec![del]).await, [0], "v{v}");
+            let default = crate::cluster::topic_config::default_of("retention.ms").unwrap();
+            assert_eq!(
+                topic_config(c, "t", "retention.ms").await,
+                (default.into(), 5)
+            );
+        }
+        let append = alter(TOPIC, "t", &[("cleanup.policy", APPEND, Some("compact"))]);
+        assert_eq!(alter_codes(c, 1, false, vec![append]).await, [0]);
+        assert_eq!(
+            topic_config(c, "t", "cleanup.policy").await,
+            ("delete,compact".into(), 1)
+        );
+        let subtract = alter(TOPIC, "t", &[("cleanup.policy", SUBTRACT, Some("delete"))]);
+        assert_eq!(alter_codes(c, 1, false, vec![subtract]).await, [0]);
+        assert_eq!(
+            topic_config(c, "t", "cleanup.policy").await,
+            ("compact".into(), 1)
+        );
+    });
+}
+
+#[test]
+fn refused_alterations_change_nothing() {
+    run(1, &[], |b| async move {
+        let c = &b.client;
+        create_topic_with(c, "t", 1, &[("retention.ms", "1000")]).await;
+        let good = ("retention.ms", SET, Some("2000"));
+        let rs = vec![
+            alter(TOPIC, "nope", &[good]),
+            alter(TOPIC, "t", &[good, ("no.such", SET, Some("1"))]),
+            alter(TOPIC, "t", &[good, ("segment.bytes", SET, Some("big"))]),
+            alter(TOPIC, "t", &[good, ("segment.bytes", SET, None)]),
+            alter(TOPIC, "t", &[good, ("segment.ms", APPEND, Some("1"))]),
+            alter(TOPIC, "t", &[good, ("segment.ms", 9, Some("1"))]),
+            alter(BROKER, "0", &[("num.partitions", SET, Some("3"))]),
+        ];
+        let codes = alter_codes(c, 1, false, rs).await;
+        assert_eq!(
+            codes,
+            [
+                code::UNKNOWN_TOPIC_OR_PARTITION,
+                code::INVALID_CONFIG,
+                code::INVALID_CONFIG,
+                code::INVALID_CONFIG,
+                code::INVALID_CONFIG,
+                code::INVALID_REQUEST,
+                code::INVALID_REQUEST,
+            ]
+        );
+        // Each resource is applied whole or not at all.
+        assert_eq!(
+            topic_config(c, "t", "retention.ms").await,
+            ("1000".into(), 1)
+        );
+        // validate_only checks and answers, and changes nothing either.
+        let ok = alter(TOPIC, "t", &[good]);
+        assert_eq!(alter_codes(c, 1, true, vec![ok]).await, [0]);
+        assert_eq!(
+            topic_config(c, "t", "retention.ms").await,
+            ("1000".into(), 1)
+        );
+        assert!(c.shard.cluster.topic("nope").is_none());
+    });
+}
+
+#[test]
+fn an_altered_max_message_bytes_applies_to_the_next_produce_on_every_shard() {
+    run(2, &[], |b| async move {
+        let c = &b.client;
+        create_topic(c, "t", 2).await;
+        let limit = alter(TOPIC, "t", &[("max.message.bytes", SET, Some("200"))]);
+        assert_eq!(alter_codes(c, 1, false, vec![limit]).await, [0]);
+        for p in 0..2 {
+            let r = produce(c, "t", p, sized_batch(1, 500, 0)).await;
+            assert_eq!(r.error_code, code::MESSAGE_TOO_LARGE, "p{p}");
+            let r = b
+                .on(1, move |c| async move {
+                    produce(&c, "t", p, sized_batch(1, 500, 0)).await.error_code
+                })
+                .await;
+            assert_eq!(r, code::MESSAGE_TOO_LARGE, "p{p} from shard 1");
+        }
+        let lift = alter(TOPIC, "t", &[("max.message.bytes", DELETE, None)]);
+        assert_eq!(alter_codes(c, 1, false, vec![lift]).await, [0]);
+        for p in 0..2 {
+            assert_eq!(produce_ok(c, "t", p, sized_batch(1, 500, 0)).await, 0);
+        }
+    });
+}
