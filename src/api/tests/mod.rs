@@ -84,7 +84,7 @@ pub(crate) async fn start_shard(
         senders,
         core,
         Rc::new(InMemoryOffsetStore::default()),
-        None,
+        Arc::new(crate::storage::memory::MemoryEngine),
     ));
     glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
     glommio::spawn_local(shard.clone().run_group_timers()).detach();
