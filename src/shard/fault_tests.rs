@@ -1,7 +1,7 @@
 //! The local engine's write-failure rollback through the shard: a failed write, a full disk
 //! or a failed fdatasync under a partition fails exactly the appends it touched, leaves
 //! nothing unacknowledged readable, and gives retries the same offsets and producer
-//! sequences — before and after a restart. Faults come from `log::faults`.
+//! sequences — before and after a restart. Faults come from the local log's injection seam.
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -17,10 +17,10 @@ use super::ops::{ColdBudget, ReadItem};
 use super::{Shard, ShardMsg};
 use crate::config::Config;
 use crate::error::code;
-use crate::log::faults::{self, SyncFault, WriteFault};
 use crate::record::batch::tests::{make_batch, make_producer_batch};
 use crate::record::batch::BatchHeader;
 use crate::record::ValidatedBatches;
+use crate::storage::local::faults::{self, SyncFault, WriteFault};
 
 const TOPIC: &str = "t";
 const PID: i64 = 77;
@@ -39,7 +39,7 @@ impl DataDir {
         DataDir(d)
     }
     fn partition(&self) -> PathBuf {
-        crate::log::partition_dir(&self.0, TOPIC, 0)
+        crate::storage::local::partition_dir(&self.0, TOPIC, 0)
     }
 }
 

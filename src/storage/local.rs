@@ -27,6 +27,16 @@ use crate::log::retention::{self, Retention, SealedSegment};
 use crate::log::{PartitionLog, RollSettings};
 use crate::record::batch::BatchHeader;
 
+/// The local log's fault injection, for tests above the storage seam (test builds only).
+#[cfg(test)]
+pub use crate::log::faults;
+
+/// Directory of one partition's log under `data_dir` (where tests aim their faults).
+#[cfg(test)]
+pub fn partition_dir(data_dir: &Path, topic: &str, partition: i32) -> std::path::PathBuf {
+    crate::log::partition_dir(data_dir, topic, partition)
+}
+
 /// The local engine.
 pub struct LocalEngine {
     config: Arc<Config>,
