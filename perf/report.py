@@ -18,17 +18,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CSV = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "results", "runs.csv")
 OUT = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(CSV)
 
-TARGET_ORDER = ["kelp-memory", "kelp-memory-shards", "kelp-local", "kelp-local-shards",
+TARGET_ORDER = ["kelp-memory", "kelp-memory-base", "kelp-memory-shards", "kelp-local",
+                "kelp-local-base", "kelp-local-shards",
                 "kelp-seaweedmq", "kafka", "seaweed"]
 TARGET_LABEL = {
     "kelp-memory": "Kelp (memory)",
+    "kelp-memory-base": "Kelp base build (memory)",
+    "kelp-local-base": "Kelp base build (local, fsync=always)",
     "kelp-memory-shards": "Kelp (memory, --advertise-shards)",
     "kelp-local": "Kelp (local, fsync=always)",
     "kelp-local-shards": "Kelp (local, fsync=always, --advertise-shards)",
     "kafka": "Apache Kafka 4.1.1",
     "seaweed": "SeaweedFS 4.48 gateway",
 }
-COLORS = {"kelp-memory": "#2a9d8f", "kelp-memory-shards": "#1d6f65", "kelp-local": "#8ab17d",
+COLORS = {"kelp-memory-base": "#99d5cd", "kelp-local-base": "#c6dcbc", "kelp-memory": "#2a9d8f", "kelp-memory-shards": "#1d6f65", "kelp-local": "#8ab17d",
           "kelp-local-shards": "#5c7d4f", "kafka": "#e76f51", "seaweed": "#6d597a"}
 
 METRICS = [  # column, header, format
@@ -126,6 +129,18 @@ def main():
             if r["producer_mb_per_s"]:
                 summary.append(
                     f"**{TARGET_LABEL.get(t, t)} / Apache Kafka** (geometric mean over configs): "
+                    f"MB/s **{r['producer_mb_per_s']:.2f}x**, CPU-s per GB **{r['broker_cpu_s_per_gb']:.2f}x**, "
+                    f"p99 produce latency **{r['lat_p99_ms']:.2f}x**"
+                    + (f", consume MB/s {r['consumer_fetch_mb_per_s']:.2f}x" if r["consumer_fetch_mb_per_s"] else "")
+                    + (f", peak RSS {r['peak_rss_mb']:.2f}x" if r["peak_rss_mb"] else "")
+                )
+    for t in targets:
+        base = t + "-base"
+        if base in targets:
+            r = ratios(t, base)
+            if r["producer_mb_per_s"]:
+                summary.append(
+                    f"**{TARGET_LABEL.get(t, t)} / its base build** (same run): "
                     f"MB/s **{r['producer_mb_per_s']:.2f}x**, CPU-s per GB **{r['broker_cpu_s_per_gb']:.2f}x**, "
                     f"p99 produce latency **{r['lat_p99_ms']:.2f}x**"
                     + (f", consume MB/s {r['consumer_fetch_mb_per_s']:.2f}x" if r["consumer_fetch_mb_per_s"] else "")

@@ -28,6 +28,9 @@
 #   PERF_CONSUME=1  PERF_E2E=1   set to 0 to skip a phase
 #   PERF_OUT=perf/results        where runs.csv goes (it is replaced unless PERF_APPEND=1)
 #   KELP_BIN=target/release/kelp KELP_CORES=0-1
+#   KELP_BASE_BIN=/path/to/kelp  a build of an earlier commit: targets kelp-memory-base and
+#                                kelp-local-base run it, interleaved with the others, so a change
+#                                is compared with its base in one run (the report adds the ratios)
 #   KAFKA_HEAP="-Xmx1g -Xms1g"
 set -uo pipefail
 
@@ -59,6 +62,7 @@ PORT_KELP_MEMORY=39100
 PORT_KELP_LOCAL=39200
 PORT_KELP_MEMORY_SHARDS=39150   # shard ports: the listen port + 1 + shard
 PORT_KELP_LOCAL_SHARDS=39250
+PORT_KELP_MEMORY_BASE=39120; PORT_KELP_LOCAL_BASE=39220   # the KELP_BASE_BIN targets
 PORT_KELP_SMQ=39500; PORT_KELP_SMQ_WEED=19510   # Kelp on SeaweedMQ; its weed on 19510..19513 (+10000 gRPC)
 PORT_KAFKA=39300        # controller on 39301
 PORT_SEAWEED=39400      # gateway; master/volume/filer/mq.broker on 39410+
@@ -128,7 +132,7 @@ start_kelp() {  # storage port [extra kelp args...]
       [[ $KELP_CORES_BROKEN == 1 ]] && continue
       a+=(--cores "$KELP_CORES")
     fi
-    "$KELP_BIN" "${a[@]}" > "$dir/kelp.out" 2>&1 < /dev/null &
+    "${KELP_RUN_BIN:-$KELP_BIN}" "${a[@]}" > "$dir/kelp.out" 2>&1 < /dev/null &
     BROKER_PID=$!
     local i
     for i in $(seq 1 100); do
@@ -177,6 +181,8 @@ start_target() {
   case "$1" in
     kelp-memory) start_kelp memory $PORT_KELP_MEMORY ;;
     kelp-local)  start_kelp local $PORT_KELP_LOCAL ;;
+    kelp-memory-base) KELP_RUN_BIN="${KELP_BASE_BIN:?kelp-memory-base needs KELP_BASE_BIN}" start_kelp memory $PORT_KELP_MEMORY_BASE ;;
+    kelp-local-base)  KELP_RUN_BIN="${KELP_BASE_BIN:?kelp-local-base needs KELP_BASE_BIN}" start_kelp local $PORT_KELP_LOCAL_BASE ;;
     kelp-memory-shards) start_kelp memory $PORT_KELP_MEMORY_SHARDS --advertise-shards ;;
     kelp-local-shards)  start_kelp local $PORT_KELP_LOCAL_SHARDS --advertise-shards ;;
     kelp-seaweedmq) start_kelp_seaweedmq ;;

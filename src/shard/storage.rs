@@ -68,14 +68,17 @@ impl Shard {
         // The produce's own timeout bounds every wait, the offset lookup included: while the
         // store cannot answer (stopped, moving) the lookup is retried until the deadline, and
         // the produce then answers REQUEST_TIMED_OUT, which producers retry after their
-        // backoff. Nothing was stored, so nothing is acknowledged.
-        crate::deadline::until(
-            self.sync_offsets(topic, partition, None, deadline),
-            deadline,
-        )
-        .await
-        .unwrap_or(Err(KelpError::RequestTimedOut))
-        .map_err(KelpError::timed_out_if_transient)?;
+        // backoff. Nothing was stored, so nothing is acknowledged. (Checked first: most
+        // appends need no lookup, and then set no timer.)
+        if self.with_partition(topic, partition, |p| p.needs_sync(None))? {
+            crate::deadline::until(
+                self.sync_offsets(topic, partition, None, deadline),
+                deadline,
+            )
+            .await
+            .unwrap_or(Err(KelpError::RequestTimedOut))
+            .map_err(KelpError::timed_out_if_transient)?;
+        }
         let durability = if acks == -1 {
             Durability::Persisted
         } else {
