@@ -9,11 +9,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::future::{ready, LocalBoxFuture};
 
-use super::{Batch, BatchOffsets, Durability, Engine, PartitionStore, Recovered};
+use super::{Batch, BatchOffsets, Durability, Engine, PartitionStore};
 use crate::cluster::TopicMeta;
 use crate::error::KelpError;
 use crate::group::{InMemoryOffsetStore, OffsetStore};
-use crate::record::batch::BatchHeader;
 
 /// The memory engine.
 #[derive(Debug, Default, Clone, Copy)]
@@ -71,14 +70,6 @@ impl PartitionStore for MemoryStore {
 impl Engine for MemoryEngine {
     fn open(&self, _topic: &str, _partition: i32, _meta: &TopicMeta) -> Rc<dyn PartitionStore> {
         Rc::new(MemoryStore)
-    }
-
-    fn recover<'a>(
-        &'a self,
-        _owns: &'a dyn Fn(&str, i32) -> bool,
-        _on_batch: &'a mut dyn FnMut(&str, i32, &BatchHeader),
-    ) -> LocalBoxFuture<'a, anyhow::Result<Vec<Recovered>>> {
-        Box::pin(ready(Ok(Vec::new())))
     }
 
     fn offset_store(

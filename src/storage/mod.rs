@@ -172,12 +172,16 @@ pub trait Engine: Send + Sync {
 
     /// The partitions found at start-up that `owns` accepts; `on_batch` sees every stored
     /// batch header of each, in offset order (the idempotent producers' state is rebuilt
-    /// from them).
+    /// from them). None by default: engines that keep no partitions of their own, or whose
+    /// partitions learn their offsets on first use.
     fn recover<'a>(
         &'a self,
         owns: &'a dyn Fn(&str, i32) -> bool,
         on_batch: &'a mut dyn FnMut(&str, i32, &BatchHeader),
-    ) -> LocalBoxFuture<'a, anyhow::Result<Vec<Recovered>>>;
+    ) -> LocalBoxFuture<'a, anyhow::Result<Vec<Recovered>>> {
+        let _ = (owns, on_batch);
+        Box::pin(futures::future::ready(Ok(Vec::new())))
+    }
 
     /// The store of group offsets of shard `shard` of `shards`.
     fn offset_store(

@@ -39,9 +39,7 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, FetchRequest, ProduceRequest, RequestHeader as WireHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::RecordBatchDecoder;
 
 use super::topic_name;
 use crate::cluster::Cluster;
@@ -406,40 +404,11 @@ pub(crate) async fn produce_ok(c: &Client, topic: &str, partition: i32, records:
     r.base_offset
 }
 
-/// One batch of one record per value, record i at timestamp `ts + i` (offsets from 0).
+/// One batch of one record per value, record i at timestamp `ts + i` (offsets from 0), as
+/// a Rust client's encoder writes it.
 pub(crate) fn batch(values: &[&str], ts: i64) -> BytesMut {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder starts a new batch wherever offset - sequence changes; this keeps
-            // one batch with base sequence -1 (no producer id).
-            sequence: i as i32 - 1,
-            timestamp: ts + i as i64,
-            key: None,
-            value: Some(Bytes::from(v.to_string())),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("batch");
-    buf
+    let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+    BytesMut::from(&crate::record::walk::tests::encoded_batch(0, &values, ts)[..])
 }
 
 /// (offset, timestamp, value) of every record in a fetched records field.

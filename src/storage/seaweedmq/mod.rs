@@ -18,7 +18,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use futures::future::{ready, LocalBoxFuture};
 
-use super::{Batch, BatchOffsets, Durability, Engine, PartitionStore, Range, Recovered, TopicInfo};
+use super::{Batch, BatchOffsets, Durability, Engine, PartitionStore, Range, TopicInfo};
 use crate::cluster::{Cluster, TopicMeta};
 use crate::config::Config;
 use crate::error::KelpError;
@@ -164,15 +164,6 @@ impl Engine for SeaweedMqEngine {
             topic: topic.to_string(),
             partition,
         })
-    }
-
-    fn recover<'a>(
-        &'a self,
-        _owns: &'a dyn Fn(&str, i32) -> bool,
-        _on_batch: &'a mut dyn FnMut(&str, i32, &BatchHeader),
-    ) -> LocalBoxFuture<'a, anyhow::Result<Vec<Recovered>>> {
-        // Partitions learn their offsets from SeaweedMQ on first use.
-        Box::pin(ready(Ok(Vec::new())))
     }
 
     fn offset_store(
