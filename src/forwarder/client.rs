@@ -146,6 +146,8 @@ pub struct Forwarder {
     /// Topics this Kelp deleted, and when: brokers may list them from memory for a while,
     /// so the topic refresh must not bring them back.
     pub(super) deleted: RefCell<HashMap<String, Instant>>,
+    /// Logical log starts read or set (see [`super::log_start`]).
+    pub(super) log_starts: RefCell<HashMap<(String, i32), i64>>,
 }
 
 /// How long a deleted topic stays out of the topic refresh.
@@ -189,6 +191,7 @@ impl Forwarder {
             routes: RefCell::new(HashMap::new()),
             publishers: RefCell::new(HashMap::new()),
             deleted: RefCell::new(HashMap::new()),
+            log_starts: RefCell::new(HashMap::new()),
             last_ack: Cell::new(None),
             active_publishers: Cell::new(0),
         }
@@ -402,7 +405,22 @@ impl Forwarder {
                 deadline,
                 reply,
             } => spawn(async move {
-                let _ = reply.send(me.range_until(&topic, partition, deadline).await);
+                let r = match me.range_until(&topic, partition, deadline).await {
+                    Ok((earliest, hwm)) => me
+                        .log_start(&topic, partition)
+                        .await
+                        .map(|start| (earliest.max(start).min(hwm), hwm)),
+                    Err(e) => Err(e),
+                };
+                let _ = reply.send(r);
+            }),
+            Command::SetLogStart {
+                topic,
+                partition,
+                offset,
+                reply,
+            } => spawn(async move {
+                let _ = reply.send(me.set_log_start(&topic, partition, offset).await);
             }),
             Command::CreateTopic {
                 name,

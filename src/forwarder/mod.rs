@@ -10,8 +10,10 @@
 //! offsets on the filer ([`client`]). It calls `cluster/` to publish topics it finds.
 
 pub mod client;
+pub mod envelope;
 pub mod filer_log;
 pub mod filer_offsets;
+pub mod log_start;
 pub mod publisher;
 pub mod reads;
 pub mod records;
@@ -96,6 +98,13 @@ pub enum Command {
         partition: i32,
         deadline: Instant,
         reply: oneshot::Sender<Result<(i64, i64), KelpError>>,
+    },
+    /// Move a partition's logical log start ([`ForwarderHandle::set_log_start`]).
+    SetLogStart {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        reply: oneshot::Sender<Result<i64, KelpError>>,
     },
     /// Create `kafka/<name>` ([`ForwarderHandle::create_topic`]).
     CreateTopic {
@@ -259,6 +268,23 @@ impl ForwarderHandle {
             topic: topic.to_string(),
             partition,
             deadline,
+            reply,
+        })
+        .await
+    }
+
+    /// Moves a partition's log start up to `offset` (DeleteRecords), durably; returns the
+    /// log start now in force.
+    pub async fn set_log_start(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<i64, KelpError> {
+        self.call(|reply| Command::SetLogStart {
+            topic: topic.to_string(),
+            partition,
+            offset,
             reply,
         })
         .await

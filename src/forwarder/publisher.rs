@@ -30,7 +30,8 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::client::{request, Forwarder};
-use super::{records, BatchOffsets};
+use super::records::{self, Clock, Pending};
+use super::BatchOffsets;
 use crate::error::KelpError;
 
 /// How long opening a stream (headers and the broker's empty "hello") may take.
@@ -108,11 +109,17 @@ impl JobState {
     }
 }
 
+/// A record before and after it got its SeaweedMQ timestamp (when first sent).
+enum Payload {
+    Pending(Pending),
+    Stamped(DataMessage),
+}
+
 /// One record on its way to SeaweedMQ.
 struct Msg {
     job: u64,
     batch: usize,
-    data: DataMessage,
+    data: Payload,
     /// For a republished record: the offset SeaweedMQ gave it the first time.
     replayed_at: Option<i64>,
 }
@@ -131,7 +138,8 @@ struct State {
     /// Acknowledged records of the last [`REPLAY_WINDOW`]: (offset, record, when).
     acked: VecDeque<(i64, DataMessage, Instant)>,
     acked_bytes: usize,
-    warned_headers: bool,
+    /// The partition's SeaweedMQ clock, once known (see [`learn_clock`]).
+    clock: Option<Clock>,
 }
 
 fn msg_bytes(m: &DataMessage) -> usize {
@@ -156,26 +164,18 @@ impl State {
         for (bi, b) in job.batches.iter().enumerate() {
             match records::decode_batch(b) {
                 Ok(d) => {
-                    if d.had_headers && !self.warned_headers {
-                        self.warned_headers = true;
-                        tracing::info!(
-                            topic,
-                            partition = k,
-                            "record headers are not stored in SeaweedMQ (it has no header field)"
-                        );
-                    }
                     st.batches.push(BatchState {
                         first: None,
                         last: -1,
-                        count: d.messages.len(),
+                        count: d.len(),
                         resolved: 0,
                         error: None,
                     });
-                    st.unresolved += d.messages.len();
-                    self.queue.extend(d.messages.into_iter().map(|data| Msg {
+                    st.unresolved += d.len();
+                    self.queue.extend(d.into_iter().map(|p| Msg {
                         job: id,
                         batch: bi,
-                        data,
+                        data: Payload::Pending(p),
                         replayed_at: None,
                     }));
                 }
@@ -264,7 +264,26 @@ impl State {
             }
         }
         self.resolve(&m, Ok(offset));
-        self.remember(offset, m.data);
+        if let Payload::Stamped(d) = m.data {
+            self.remember(offset, d);
+        }
+    }
+
+    /// Moves the next queued record in flight, stamping it if it was not sent before; returns
+    /// the message to send.
+    fn send_next(&mut self, now_ns: i64) -> Option<DataMessage> {
+        let mut m = self.queue.pop_front()?;
+        let data = match m.data {
+            Payload::Stamped(d) => d,
+            Payload::Pending(p) => self
+                .clock
+                // Not learned: a clock ahead of every stamp SeaweedMQ can hold keeps order.
+                .get_or_insert_with(|| Clock::after(now_ns.saturating_add(records::AHEAD_NS)))
+                .stamp(&p, now_ns),
+        };
+        m.data = Payload::Stamped(data.clone());
+        self.inflight.push_back(m);
+        Some(data)
     }
 
     /// Keeps an acknowledged record for [`REPLAY_WINDOW`].
@@ -320,7 +339,7 @@ impl State {
             self.queue.push_front(Msg {
                 job: REPLAY,
                 batch: 0,
-                data,
+                data: Payload::Stamped(data),
                 replayed_at: Some(offset),
             });
         }
@@ -492,15 +511,17 @@ async fn pump(
 ) -> Ended {
     let mut tick = tokio::time::interval(TICK);
     loop {
-        while let Some(m) = st.queue.pop_front() {
+        let now_ns = broker::now_ns();
+        while let Some(data) = st.send_next(now_ns) {
             let req = PublishMessageRequest {
-                message: Some(Message::Data(m.data.clone())),
+                message: Some(Message::Data(data)),
             };
             if s.tx.send(req).is_err() {
-                st.queue.push_front(m);
+                if let Some(m) = st.inflight.pop_back() {
+                    st.queue.push_front(m);
+                }
                 return Ended::Broken("request stream closed".into());
             }
-            st.inflight.push_back(m);
         }
         if *closed && st.is_idle() {
             return Ended::Done;
@@ -529,6 +550,23 @@ async fn pump(
                 Err(status) => return Ended::Broken(format!("stream error: {status}")),
             },
             _ = tick.tick() => st.expire(Instant::now(), topic, k),
+        }
+    }
+}
+
+/// The partition's SeaweedMQ clock: the stamp of its last stored message (high water mark
+/// `hwm`), read back. When it cannot be read, a clock ahead of any stamp SeaweedMQ can hold
+/// (Kelp never stamps past its own time plus [`records::AHEAD_NS`]): order is kept, and
+/// the records of the next second are wrapped rather than stored plain.
+async fn learn_clock(fwd: &Forwarder, topic: &str, k: i32, hwm: i64) -> Clock {
+    if hwm <= 0 {
+        return Clock::after(0);
+    }
+    match fwd.last_stamp(topic, k, hwm).await {
+        Ok(ns) => Clock::after(ns),
+        Err(e) => {
+            tracing::info!(topic, partition = k, error = %e, "last SeaweedMQ timestamp unreadable; starting the clock ahead");
+            Clock::after(broker::now_ns().saturating_add(records::AHEAD_NS))
         }
     }
 }
@@ -584,6 +622,9 @@ async fn run_partition(
         };
         let ended = match opened {
             Ok((mut s, hwm, _)) => {
+                if st.clock.is_none() {
+                    st.clock = Some(learn_clock(fwd, topic, k, hwm).await);
+                }
                 st.reconcile(hwm, topic, k);
                 backoff = BACKOFF_MIN;
                 pump(fwd, &mut s, &mut st, jobs, &mut closed, topic, k).await
@@ -641,9 +682,7 @@ mod tests {
     }
 
     fn send_all(st: &mut State) {
-        while let Some(m) = st.queue.pop_front() {
-            st.inflight.push_back(m);
-        }
+        while st.send_next(broker::now_ns()).is_some() {}
     }
 
     #[test]

@@ -175,10 +175,8 @@ impl Forwarder {
                                 high_watermark: end,
                             });
                         }
-                        out.batches.push(
-                            records::encode_batch(offset, &r.messages[..keep])
-                                .map_err(|e| storage("re-encoding", e))?,
-                        );
+                        out.batches
+                            .push(records::encode_batch(offset, &r.messages[..keep]));
                         return Ok(out);
                     }
                     // 1: not the leader / partition unknown here; 2: read error (retriable).
@@ -199,6 +197,63 @@ impl Forwarder {
         Err(e)
     }
 
+    /// The SeaweedMQ timestamp (ns) of the partition's message at `hwm - 1`, its last: from
+    /// the flushed log files, else from FetchMessage on the leader (only when the answer is
+    /// provably that offset's).
+    pub(super) async fn last_stamp(&self, topic: &str, k: i32, hwm: i64) -> Result<i64, KelpError> {
+        let pl = self.placement(topic, k).await?;
+        let last = hwm - 1;
+        if let Ok(entries) = self.read_files(&pl, last, hwm, 1 << 16).await {
+            if let Some(e) = entries.iter().find(|e| e.offset == last) {
+                return Ok(e.ts_ns);
+            }
+        }
+        let r = self
+            .broker(&pl.leader)?
+            .fetch_message(request(FetchMessageRequest {
+                topic: Some(pl.topic.clone()),
+                partition: Some(pl.partition),
+                start_offset: last,
+                max_bytes: 1 << 20,
+                max_messages: 1,
+                max_wait_ms: 0,
+                min_bytes: 0,
+                consumer_group: String::new(),
+                consumer_id: "kelp".into(),
+            }))
+            .await
+            .map_err(|s| storage("FetchMessage", s))?
+            .into_inner();
+        match r.messages.first() {
+            Some(m) if r.error_code == 0 && r.next_offset == hwm => Ok(m.ts_ns),
+            _ => Err(storage(
+                "FetchMessage",
+                format!("no message at {last} (error {}: {})", r.error_code, r.error),
+            )),
+        }
+    }
+
+    /// Entries `[offset, end)` of the partition's flushed log files on the filer.
+    async fn read_files(
+        &self,
+        pl: &Placement,
+        offset: i64,
+        end: i64,
+        max_bytes: usize,
+    ) -> Result<Vec<kelp_storage_client::pb::filer_pb::LogEntry>, KelpError> {
+        let http = self
+            .filer_http
+            .borrow()
+            .clone()
+            .ok_or_else(|| storage("filer", "no filer HTTP address known"))?;
+        let mut f = self.filer_client()?;
+        let dir = super::filer_log::partition_dir(&pl.topic, &pl.partition);
+        self.log_files
+            .read(&mut f, &http, &dir, offset, end, max_bytes)
+            .await
+            .map_err(|e| storage("reading log files", e))
+    }
+
     /// Reads `[offset, end)` from the partition's flushed log files on the filer.
     pub(super) async fn fetch_files(
         &self,
@@ -207,18 +262,7 @@ impl Forwarder {
         end: i64,
         max_bytes: usize,
     ) -> Result<FetchOut, KelpError> {
-        let http = self
-            .filer_http
-            .borrow()
-            .clone()
-            .ok_or_else(|| storage("filer", "no filer HTTP address known"))?;
-        let mut f = self.filer_client()?;
-        let dir = super::filer_log::partition_dir(&pl.topic, &pl.partition);
-        let entries = self
-            .log_files
-            .read(&mut f, &http, &dir, offset, end, max_bytes)
-            .await
-            .map_err(|e| storage("reading log files", e))?;
+        let entries = self.read_files(pl, offset, end, max_bytes).await?;
         let mut out = FetchOut {
             batches: Vec::new(),
             high_watermark: end,
@@ -228,10 +272,7 @@ impl Forwarder {
         let mut run_start = -1;
         for e in entries {
             if !run.is_empty() && e.offset != run_start + run.len() as i64 {
-                out.batches.push(
-                    records::encode_batch(run_start, &run)
-                        .map_err(|e| storage("re-encoding", e))?,
-                );
+                out.batches.push(records::encode_batch(run_start, &run));
                 run.clear();
             }
             if run.is_empty() {
@@ -245,9 +286,7 @@ impl Forwarder {
             });
         }
         if !run.is_empty() {
-            out.batches.push(
-                records::encode_batch(run_start, &run).map_err(|e| storage("re-encoding", e))?,
-            );
+            out.batches.push(records::encode_batch(run_start, &run));
         }
         tracing::debug!(topic = %pl.topic.name, offset, batches = out.batches.len(), "read from SeaweedMQ log files");
         Ok(out)

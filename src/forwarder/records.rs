@@ -1,118 +1,271 @@
-//! Conversion between Kafka record batches and SeaweedMQ data messages.
+//! Conversion between Kafka record batches and SeaweedMQ data messages, losslessly.
 //!
-//! Produce: a validated v2 batch (any codec) is decoded into one `DataMessage` per record
-//! (key, value, arrival time in ns). Fetch below the cache: the messages FetchMessage returns are
-//! encoded into one uncompressed v2 batch whose offsets are `start + i`. SeaweedMQ has no
-//! header field, so record headers do not survive into SeaweedMQ (as with the Go gateway);
-//! values stay raw bytes so other SeaweedMQ readers and the Go gateway see the same records.
-//! Runs on the forwarder thread; calls `record::walk` to read batches and `kafka-protocol`'s
-//! encoder to build them.
+//! Produce: a validated v2 batch (any codec) is decoded into one [`Pending`] record per Kafka
+//! record; the partition's publisher gives each its place in SeaweedMQ's time order with a
+//! [`Clock`] when it is first sent. SeaweedMQ keeps a key, a value and a ns timestamp per
+//! message and forces that timestamp to increase (it names log files after it), so a record
+//! whose Kafka timestamp fits the partition's clock is stored plain (key, value, timestamp:
+//! what the Go gateway and other readers expect); a record with headers, a timestamp that
+//! would go back in time or run ahead of the clock, or an empty (not null) key or value goes
+//! into an [`envelope`](super::envelope) in the value. Fetch below the cache: messages are
+//! turned back into one uncompressed v2 batch whose offsets are `start + i`, with each
+//! record's own key, value, headers and timestamp. Runs on the forwarder thread; calls
+//! `record::walk` to read batches and `record::build` to build them.
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::Bytes;
 use kelp_storage_client::pb::messaging_pb::DataMessage;
 
+use super::envelope;
+use crate::record::build::{BatchBuilder, RecordParts};
 use crate::record::walk;
 
-/// A batch turned into SeaweedMQ messages.
-pub struct Decoded {
-    /// One message per record, in offset order.
-    pub messages: Vec<DataMessage>,
-    /// Whether any record carried headers (they are dropped).
-    pub had_headers: bool,
+const NS_PER_MS: i64 = 1_000_000;
+/// How far ahead of this host's clock a record's timestamp may set a partition's clock.
+/// Beyond it, a producer with a clock running ahead would force every later record into an
+/// envelope until real time catches up.
+pub const AHEAD_NS: i64 = 1_000_000_000;
+/// How far behind this host's clock a record whose own timestamp cannot be used may be put:
+/// such a record is stamped right after the one before it, so the clock does not jump to
+/// the present and push the next records (a little older than now) into envelopes, but not
+/// before this (a new partition's first such record is put near the present).
+const BEHIND_NS: i64 = 60_000_000_000;
+/// Attribute bit of a batch whose timestamps are the broker's append time.
+const LOG_APPEND_TIME: i16 = 0x08;
+
+/// One Kafka record, decoded, waiting for its SeaweedMQ timestamp.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// None: a null key.
+    pub key: Option<Bytes>,
+    /// None: a null value.
+    pub value: Option<Bytes>,
+    /// Kafka timestamp, ms.
+    pub timestamp: i64,
+    /// Number of header entries.
+    pub header_count: u32,
+    /// Header entries in Kafka's encoding.
+    pub headers: Bytes,
 }
 
-/// Decodes one Kafka record batch (decompressing it, up to
-/// [`walk::MAX_INFLATED_BYTES`]) into data messages, in offset order. Records are walked one
-/// by one ([`walk::Records`]): a compressed batch whose header claims more records than it
-/// holds is an error here, never an allocation sized by the claim.
-pub fn decode_batch(batch: &Bytes) -> Result<Decoded, String> {
+/// Decodes one Kafka record batch (decompressing it, up to [`walk::MAX_INFLATED_BYTES`])
+/// into records, in offset order. Records are walked one by one ([`walk::Records`]): a
+/// compressed batch whose header claims more records than it holds is an error here, never
+/// an allocation sized by the claim.
+pub fn decode_batch(batch: &Bytes) -> Result<Vec<Pending>, String> {
     let mut records =
         walk::Records::new(batch, walk::MAX_INFLATED_BYTES).map_err(|e| e.why().to_string())?;
-    let mut had_headers = false;
-    // SeaweedMQ is indexed by time: it names log files after their first record's ts_ns and
-    // forces ts_ns to increase. Client timestamps (possibly old, out of order) confuse its
-    // offset recovery after a partition reload, so records carry their arrival time, as the
-    // Go gateway does; Kafka CreateTime survives only in Kelp's cache.
-    let ts_ns = kelp_storage_client::broker::now_ns();
-    let mut messages = Vec::new();
+    let h = records.header();
+    let (base_ts, append_ts) = (
+        h.base_timestamp,
+        (h.attributes & LOG_APPEND_TIME != 0).then_some(h.max_timestamp),
+    );
+    let mut out = Vec::new();
     while let Some(r) = records.next_record().map_err(|e| e.why().to_string())? {
-        had_headers |= r.header_count > 0;
-        messages.push(DataMessage {
-            key: r.key.unwrap_or_default(),
-            value: r.value.unwrap_or_default(),
-            ts_ns,
-            ctrl: None,
+        out.push(Pending {
+            key: r.key,
+            value: r.value,
+            timestamp: append_ts.unwrap_or(base_ts.wrapping_add(r.timestamp_delta)),
+            header_count: r.header_count,
+            headers: r.headers,
         });
     }
-    Ok(Decoded {
-        messages,
-        had_headers,
-    })
+    Ok(out)
 }
 
-/// Encodes messages read from `start` into one uncompressed v2 batch (offset `start + i`,
-/// timestamps in ms). An empty key is sent as a null key, as SeaweedMQ cannot tell them apart.
-pub fn encode_batch(start: i64, messages: &[DataMessage]) -> Result<Bytes, String> {
-    let records: Vec<Record> = messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: start + i as i64,
-            // The encoder starts a new batch when offset - sequence changes; with base
-            // sequence -1 (no producer id) this keeps one batch.
-            sequence: i as i32 - 1,
-            timestamp: m.ts_ns / 1_000_000,
-            key: (!m.key.is_empty()).then(|| m.key.clone()),
-            value: Some(m.value.clone()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut out = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut out,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(out.freeze())
+/// One partition's SeaweedMQ clock: the ns timestamp of the last message stored, which every
+/// next one must exceed (SeaweedMQ would otherwise move it silently, losing the Kafka
+/// timestamp a plain message carries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Clock {
+    last_ns: i64,
+}
+
+impl Clock {
+    /// A clock after the partition's last stored message, stamped `last_ns`.
+    pub fn after(last_ns: i64) -> Clock {
+        Clock { last_ns }
+    }
+
+    /// The message that stores `p`, its timestamp after every earlier one; `now_ns` is this
+    /// host's time.
+    pub fn stamp(&mut self, p: &Pending, now_ns: i64) -> DataMessage {
+        let floor = self.last_ns.saturating_add(1);
+        // The Kafka timestamp in ns, moved up within its ms if the clock is already there.
+        let fitted = p
+            .timestamp
+            .checked_mul(NS_PER_MS)
+            .filter(|&ns| ns >= 0)
+            .map(|ns| ns.max(floor))
+            .filter(|&ns| ns / NS_PER_MS == p.timestamp && ns <= now_ns.saturating_add(AHEAD_NS));
+        let empty_key = p.key.as_ref().is_some_and(Bytes::is_empty);
+        let plain = fitted.is_some()
+            && p.header_count == 0
+            && !empty_key
+            && p.value
+                .as_ref()
+                .is_none_or(|v| !v.is_empty() && !envelope::looks_wrapped(v));
+        let ts_ns = fitted.unwrap_or_else(|| floor.max(now_ns.saturating_sub(BEHIND_NS)));
+        self.last_ns = ts_ns;
+        let value = if plain {
+            p.value.clone().unwrap_or_default()
+        } else {
+            envelope::wrap(
+                p.timestamp,
+                empty_key,
+                p.value.as_deref(),
+                p.header_count,
+                &p.headers,
+            )
+        };
+        DataMessage {
+            key: p.key.clone().unwrap_or_default(),
+            value,
+            ts_ns,
+            ctrl: None,
+        }
+    }
+}
+
+/// Encodes messages read from `start` into one uncompressed v2 batch (offset `start + i`),
+/// each record as the producer sent it. A plain message's empty key or value is a null one
+/// (SeaweedMQ stores no difference; Kelp wraps the empty ones it writes).
+pub fn encode_batch(start: i64, messages: &[DataMessage]) -> Bytes {
+    let mut b = BatchBuilder::default();
+    for m in messages {
+        let stored_key = (!m.key.is_empty()).then_some(&m.key[..]);
+        match envelope::open(&m.value) {
+            Some(o) => b.push(RecordParts {
+                timestamp: o.timestamp,
+                key: stored_key.or(o.empty_key.then_some(&[][..])),
+                value: o.value.as_deref(),
+                header_count: o.header_count,
+                headers: &o.headers,
+            }),
+            None => b.push(RecordParts {
+                timestamp: m.ts_ns.div_euclid(NS_PER_MS),
+                key: stored_key,
+                value: (!m.value.is_empty()).then_some(&m.value[..]),
+                header_count: 0,
+                headers: &[],
+            }),
+        }
+    }
+    b.finish(start)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::record::batch::{BatchHeader, ValidatedBatches};
+    use bytes::BytesMut;
+
+    fn pending(ts: i64) -> Pending {
+        Pending {
+            key: Some(Bytes::from_static(b"k")),
+            value: Some(Bytes::from_static(b"v")),
+            timestamp: ts,
+            header_count: 0,
+            headers: Bytes::new(),
+        }
+    }
+
+    fn read_back(batch: &Bytes) -> Vec<Pending> {
+        let h = BatchHeader::parse(batch).unwrap();
+        assert!(ValidatedBatches::validate(BytesMut::from(&batch[..]), 1 << 20).is_ok());
+        assert_eq!(h.producer_id, -1);
+        decode_batch(batch).unwrap()
+    }
+
+    const NOW_MS: i64 = 1_700_000_000_000;
+    const NOW: i64 = NOW_MS * NS_PER_MS;
 
     #[test]
-    fn round_trip_through_messages() {
-        let built = crate::record::build::simple_batch(3, 10, 1_700_000_000_000);
-        let decoded = decode_batch(&built.freeze()).unwrap();
-        assert_eq!(decoded.messages.len(), 3);
-        assert!(decoded.messages[1].ts_ns > 1_700_000_000_001_000_000);
-        assert!(decoded.messages[0].key.is_empty());
-        let batch = encode_batch(42, &decoded.messages).unwrap();
-        let h = BatchHeader::parse(&batch).unwrap();
-        assert_eq!((h.base_offset, h.last_offset()), (42, 44));
-        // The re-encoded batch passes the broker's own validation (CRC, lengths).
-        assert!(ValidatedBatches::validate(BytesMut::from(&batch[..]), 1 << 20).is_ok());
-        let again = decode_batch(&batch).unwrap();
-        assert_eq!(again.messages[2].value, decoded.messages[2].value);
+    fn records_come_back_as_they_were_sent() {
+        let hdrs = [2u8, b'h', 2, b'1', 2, b'h', 1]; // "h"="1", "h"=null: duplicates kept
+        let sent = vec![
+            pending(NOW_MS - 5),
+            Pending {
+                header_count: 2,
+                headers: Bytes::copy_from_slice(&hdrs),
+                ..pending(NOW_MS - 4)
+            },
+            Pending {
+                key: None,
+                value: None,
+                ..pending(NOW_MS - 4)
+            },
+            Pending {
+                key: Some(Bytes::new()),
+                value: Some(Bytes::new()),
+                ..pending(NOW_MS - 3)
+            },
+            // Back in time, far back, ahead of this host: all kept exactly.
+            pending(NOW_MS - 60_000),
+            pending(7),
+            pending(NOW_MS + 3_600_000),
+            pending(-1),
+            Pending {
+                value: Some(Bytes::copy_from_slice(&envelope::MAGIC)),
+                ..pending(NOW_MS)
+            },
+        ];
+        let mut clock = Clock::after(0);
+        let stored: Vec<DataMessage> = sent.iter().map(|p| clock.stamp(p, NOW)).collect();
+        for w in stored.windows(2) {
+            assert!(w[1].ts_ns > w[0].ts_ns, "SeaweedMQ's timestamps increase");
+        }
+        let plain: Vec<bool> = stored
+            .iter()
+            .map(|m| envelope::open(&m.value).is_none())
+            .collect();
         assert_eq!(
-            again.messages[2].ts_ns / 1_000_000,
-            decoded.messages[2].ts_ns / 1_000_000
+            plain,
+            [true, false, true, false, false, false, false, false, false],
+            "only what a plain message cannot hold is wrapped"
         );
+        assert_eq!(stored[0].value, "v", "other readers see the plain value");
+        let batch = encode_batch(40, &stored);
+        let h = BatchHeader::parse(&batch).unwrap();
+        assert_eq!((h.base_offset, h.last_offset()), (40, 48));
+        assert_eq!(read_back(&batch), sent);
+    }
+
+    #[test]
+    fn the_clock_never_goes_back_nor_reuses_a_stamp() {
+        let mut clock = Clock::after(NOW + 5);
+        // Same ms as the last stored message: moved up within the ms, still plain.
+        let m = clock.stamp(&pending(NOW_MS), NOW);
+        assert_eq!((m.ts_ns, &m.value[..]), (NOW + 6, &b"v"[..]));
+        // A full ms: the next one's ns no longer fits its ms, so it is wrapped.
+        let mut clock = Clock::after(NOW + NS_PER_MS - 1);
+        let m = clock.stamp(&pending(NOW_MS), NOW);
+        assert_eq!(m.ts_ns, NOW + NS_PER_MS);
+        assert!(envelope::open(&m.value).is_some());
+        // Records that cannot use their own timestamp do not move the clock to the present:
+        // the next one, a little older than now, is still stored plain.
+        let mut clock = Clock::after(NOW - 10 * NS_PER_MS);
+        for odd in [NOW_MS + 3_600_000, NOW_MS - 3_600_000, -1] {
+            let m = clock.stamp(&pending(odd), NOW);
+            assert!(m.ts_ns < NOW - 9 * NS_PER_MS && envelope::open(&m.value).is_some());
+        }
+        let m = clock.stamp(&pending(NOW_MS - 9), NOW);
+        assert_eq!((m.ts_ns, &m.value[..]), (NOW - 9 * NS_PER_MS, &b"v"[..]));
+        // A new partition's first record without a usable timestamp is put near the present.
+        let m = Clock::after(0).stamp(&pending(-1), NOW);
+        assert_eq!(m.ts_ns, NOW - BEHIND_NS);
+    }
+
+    #[test]
+    fn batches_from_every_client_shape_decode() {
+        let built = crate::record::build::simple_batch(3, 10, NOW_MS);
+        let decoded = decode_batch(&built.freeze()).unwrap();
+        assert_eq!(decoded.len(), 3);
+        assert_eq!(decoded[2].timestamp, NOW_MS + 2);
+        assert_eq!(decoded[0].key, None);
+        let compressed = crate::record::walk::tests::encoded_batch(4, &[b"a", b"b"], NOW_MS);
+        let decoded = decode_batch(&compressed).unwrap();
+        assert_eq!(decoded[1].value.as_deref(), Some(&b"b"[..]));
+        assert_eq!(decoded[1].key.as_deref(), Some(&b"k1"[..]));
     }
 
     #[test]

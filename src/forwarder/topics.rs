@@ -168,6 +168,7 @@ impl Forwarder {
         filer::delete(&mut f, &format!("/topics/{NAMESPACE}"), name, true)
             .await
             .map_err(|e| storage("deleting the topic directory", e))?;
+        self.drop_log_starts(name).await?;
         self.invalidate(name);
         self.publishers.borrow_mut().retain(|(t, _), _| t != name);
         self.deleted

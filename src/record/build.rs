@@ -1,7 +1,8 @@
 //! Builds uncompressed v2 record batches: for benchmarks, tests and tools that need valid
-//! batches without a client. The broker's data path never builds batches.
+//! batches without a client, and for storage engines that keep records rather than batches
+//! (SeaweedMQ) when they hand records back. Produce and the cache never build batches.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::batch::{BATCH_HEADER_LEN, LOG_OVERHEAD};
 
@@ -82,5 +83,100 @@ pub fn refresh_crcs(buf: &mut [u8]) {
         let crc = crc32c::crc32c(&buf[pos + OFF_ATTRIBUTES..end]);
         buf[pos + OFF_CRC..pos + OFF_ATTRIBUTES].copy_from_slice(&crc.to_be_bytes());
         pos = end;
+    }
+}
+
+/// One uncompressed v2 batch built record by record, each with its own timestamp, nullable
+/// key and value, and header entries already in Kafka's record-header encoding (copied as
+/// they are, so duplicate header keys and null header values survive). No producer id.
+#[derive(Debug, Default)]
+pub struct BatchBuilder {
+    records: BytesMut,
+    rec: BytesMut,
+    count: i32,
+    base_timestamp: Option<i64>,
+    max_timestamp: i64,
+}
+
+/// One record for [`BatchBuilder::push`].
+#[derive(Debug, Clone, Copy)]
+pub struct RecordParts<'a> {
+    /// Timestamp in ms.
+    pub timestamp: i64,
+    /// None: a null key.
+    pub key: Option<&'a [u8]>,
+    /// None: a null value (tombstone).
+    pub value: Option<&'a [u8]>,
+    /// How many header entries `headers` holds.
+    pub header_count: u32,
+    /// Header entries in Kafka's encoding, without the count.
+    pub headers: &'a [u8],
+}
+
+impl BatchBuilder {
+    /// Records pushed so far.
+    pub fn len(&self) -> i32 {
+        self.count
+    }
+
+    /// Whether nothing was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Appends a record; its offset is the base offset plus the records before it.
+    pub fn push(&mut self, r: RecordParts<'_>) {
+        let base = *self.base_timestamp.get_or_insert(r.timestamp);
+        self.max_timestamp = if self.count == 0 {
+            r.timestamp
+        } else {
+            self.max_timestamp.max(r.timestamp)
+        };
+        let rec = &mut self.rec;
+        rec.clear();
+        rec.put_u8(0);
+        put_varint(rec, r.timestamp.wrapping_sub(base));
+        put_varint(rec, i64::from(self.count));
+        for field in [r.key, r.value] {
+            match field {
+                Some(b) => {
+                    put_varint(rec, b.len() as i64);
+                    rec.extend_from_slice(b);
+                }
+                None => put_varint(rec, -1),
+            }
+        }
+        put_varint(rec, i64::from(r.header_count));
+        rec.extend_from_slice(r.headers);
+        put_varint(&mut self.records, rec.len() as i64);
+        self.records.extend_from_slice(rec);
+        self.count += 1;
+    }
+
+    /// The batch, its records at `base_offset`, `base_offset + 1`, ...
+    pub fn finish(self, base_offset: i64) -> Bytes {
+        let base_ts = self.base_timestamp.unwrap_or(-1);
+        let mut b = BytesMut::with_capacity(BATCH_HEADER_LEN + self.records.len());
+        b.put_i64(base_offset);
+        b.put_i32((BATCH_HEADER_LEN - LOG_OVERHEAD + self.records.len()) as i32);
+        b.put_i32(0); // partition leader epoch
+        b.put_i8(2); // magic
+        b.put_u32(0); // crc, filled below
+        b.put_i16(0); // attributes: uncompressed, CreateTime
+        b.put_i32((self.count - 1).max(0));
+        b.put_i64(base_ts);
+        b.put_i64(if self.count == 0 {
+            base_ts
+        } else {
+            self.max_timestamp
+        });
+        b.put_i64(-1);
+        b.put_i16(-1);
+        b.put_i32(-1);
+        b.put_i32(self.count);
+        b.extend_from_slice(&self.records);
+        let crc = crc32c::crc32c(&b[OFF_ATTRIBUTES..]);
+        b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        b.freeze()
     }
 }

@@ -78,8 +78,10 @@ pub struct RecordRef {
     pub key: Option<Bytes>,
     /// The record value; None for a tombstone.
     pub value: Option<Bytes>,
-    /// Number of record headers (their contents are checked, not kept).
+    /// Number of record headers.
     pub header_count: u32,
+    /// The record's header entries as the client wrote them (after the count), checked.
+    pub headers: Bytes,
 }
 
 /// Reads one zigzag varint of at most `max_bytes` bytes (5 for int32, 10 for int64).
@@ -130,6 +132,7 @@ struct Parsed {
     key: Option<Range<usize>>,
     value: Option<Range<usize>>,
     header_count: u32,
+    headers: Range<usize>,
 }
 
 /// Where a walk over a records region is: shared by the zero-copy [`Records`] and the
@@ -190,6 +193,7 @@ impl Cursor {
         if header_count < 0 {
             return Err(WalkError::BadRecord("negative header count"));
         }
+        let headers_at = pos;
         // Each header takes at least two bytes, so the loop is bounded by the record's bytes
         // however large the count claims to be.
         for _ in 0..header_count {
@@ -214,8 +218,24 @@ impl Cursor {
             key,
             value,
             header_count: header_count as u32,
+            headers: headers_at..end,
         }))
     }
+}
+
+/// Whether `b` holds exactly `count` record-header entries in Kafka's encoding (non-null
+/// key, nullable value): for header bytes kept apart from their record.
+pub fn headers_well_formed(b: &[u8], count: u32) -> bool {
+    let mut pos = 0;
+    for _ in 0..count {
+        if pos >= b.len()
+            || read_field(b, &mut pos, false).is_err()
+            || read_field(b, &mut pos, true).is_err()
+        {
+            return false;
+        }
+    }
+    pos == b.len()
 }
 
 /// Bytes of a batch's records region: the batch length field checked against the bytes.
@@ -281,6 +301,7 @@ impl Records {
             key: p.key.map(|r| self.data.slice(r)),
             value: p.value.map(|r| self.data.slice(r)),
             header_count: p.header_count,
+            headers: self.data.slice(p.headers),
         }))
     }
 }

@@ -220,12 +220,13 @@ impl Op for DeleteRecordsItem {
         ShardMsg::DeleteRecords(items, reply)
     }
     fn run(shard: &Shard, items: Vec<Self>) -> LocalBoxFuture<'_, Vec<Self::Out>> {
-        Box::pin(async move {
-            items
-                .iter()
-                .map(|it| shard.delete_records(&it.topic, it.partition, it.offset))
-                .collect()
-        })
+        Box::pin(futures::future::join_all(items.into_iter().map(
+            |it| async move {
+                shard
+                    .delete_records(&it.topic, it.partition, it.offset)
+                    .await
+            },
+        )))
     }
     fn failed(e: KelpError) -> Self::Out {
         Err(e)

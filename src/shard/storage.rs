@@ -247,7 +247,7 @@ impl Shard {
 
     /// DeleteRecords: moves the log start to `offset` (-1: the high watermark); the store
     /// forgets what lies below it first, so a restart keeps it.
-    pub fn delete_records(
+    pub async fn delete_records(
         &self,
         topic: &str,
         partition: i32,
@@ -265,7 +265,7 @@ impl Shard {
             }
             Ok((target.max(p.log_start_offset()), p.store().clone()))
         })??;
-        store.truncate_prefix(target)?;
+        store.truncate_prefix(target).await?;
         let (start, freed) = self.with_partition(topic, partition, |p| {
             let freed = p.advance_log_start(target);
             (p.log_start_offset(), freed)
@@ -304,12 +304,12 @@ impl Shard {
     pub async fn run_retention(self: Rc<Self>, every: Duration) {
         loop {
             glommio::timer::sleep(every).await;
-            self.apply_retention();
+            self.apply_retention().await;
         }
     }
 
     /// One retention pass over the owned partitions.
-    pub fn apply_retention(&self) {
+    pub async fn apply_retention(&self) {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
@@ -323,7 +323,7 @@ impl Shard {
             let Some(cut) = store.retention_cut(now_ms) else {
                 continue;
             };
-            match store.truncate_prefix(cut) {
+            match store.truncate_prefix(cut).await {
                 Ok(()) => {
                     if let Ok(freed) =
                         self.with_partition(&topic, partition, |p| p.advance_log_start(cut))

@@ -165,10 +165,13 @@ impl PartitionStore for LocalStore {
         })
     }
 
-    fn truncate_prefix(&self, offset: i64) -> Result<(), KelpError> {
-        checkpoint_log_start(self.log.dir(), offset)?;
-        self.log.delete_below(offset);
-        Ok(())
+    fn truncate_prefix(&self, offset: i64) -> LocalBoxFuture<'_, Result<(), KelpError>> {
+        // The checkpoint is a small file written and synced in place: the shard waits for
+        // it as it always has (DeleteRecords and retention are rare).
+        let r = checkpoint_log_start(self.log.dir(), offset).map(|()| {
+            self.log.delete_below(offset);
+        });
+        Box::pin(futures::future::ready(r))
     }
 
     fn keeps_evicted(&self) -> bool {

@@ -58,8 +58,8 @@ impl PartitionStore for MemoryStore {
         Box::pin(ready(Ok(None)))
     }
 
-    fn truncate_prefix(&self, _offset: i64) -> Result<(), KelpError> {
-        Ok(())
+    fn truncate_prefix(&self, _offset: i64) -> LocalBoxFuture<'_, Result<(), KelpError>> {
+        Box::pin(ready(Ok(())))
     }
 
     fn keeps_evicted(&self) -> bool {

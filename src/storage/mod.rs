@@ -120,8 +120,9 @@ pub trait PartitionStore {
     ) -> LocalBoxFuture<'_, Result<Option<(i64, i64)>, KelpError>>;
 
     /// Forgets records below `offset` (DeleteRecords, retention), so that a restart keeps
-    /// the new log start. Engines that cannot refuse with a Kafka error.
-    fn truncate_prefix(&self, offset: i64) -> Result<(), KelpError>;
+    /// the new log start; resolves once that is durable. Engines that cannot refuse with a
+    /// Kafka error.
+    fn truncate_prefix(&self, offset: i64) -> LocalBoxFuture<'_, Result<(), KelpError>>;
 
     /// Whether records evicted from the cache can still be read here (false: they are gone,
     /// and the log start moves past them).

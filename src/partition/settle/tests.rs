@@ -41,8 +41,8 @@ impl PartitionStore for Manual {
     ) -> LocalBoxFuture<'_, Result<Option<(i64, i64)>, KelpError>> {
         Box::pin(ready(Ok(None)))
     }
-    fn truncate_prefix(&self, _: i64) -> Result<(), KelpError> {
-        Ok(())
+    fn truncate_prefix(&self, _: i64) -> LocalBoxFuture<'_, Result<(), KelpError>> {
+        Box::pin(ready(Ok(())))
     }
     fn keeps_evicted(&self) -> bool {
         true

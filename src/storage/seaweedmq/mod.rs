@@ -4,7 +4,9 @@
 //! lost forward) the partition's cache gives way to reads from here. Others may publish, so
 //! the offsets are learned from SeaweedMQ and refreshed by readers at the end of a partition.
 //! Topics live in SeaweedMQ's catalog (`kafka/<topic>`); group offsets on the filer
-//! ([`offsets`]). SeaweedMQ has no prefix deletion: DeleteRecords is refused.
+//! ([`offsets`]). SeaweedMQ has no prefix deletion: DeleteRecords moves a logical log start
+//! kept on the filer (`forwarder::log_start`), which [`PartitionStore::range`] reports as
+//! the earliest offset, to this and every other Kelp node.
 //!
 //! Calls `forwarder/` for every SeaweedMQ request and `cluster/` for topic metadata.
 
@@ -128,10 +130,13 @@ impl PartitionStore for SeaweedMqStore {
         })
     }
 
-    fn truncate_prefix(&self, _offset: i64) -> Result<(), KelpError> {
-        Err(KelpError::PolicyViolation(
-            "DeleteRecords is not supported with --storage seaweedmq".into(),
-        ))
+    fn truncate_prefix(&self, offset: i64) -> LocalBoxFuture<'_, Result<(), KelpError>> {
+        Box::pin(async move {
+            self.fwd
+                .set_log_start(&self.topic, self.partition, offset)
+                .await
+                .map(drop)
+        })
     }
 
     fn keeps_evicted(&self) -> bool {
