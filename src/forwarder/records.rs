@@ -7,7 +7,7 @@
 //! whose Kafka timestamp fits the partition's clock is stored plain (key, value, timestamp:
 //! what the Go gateway and other readers expect); a record with headers, a timestamp that
 //! would go back in time or run ahead of the clock, or an empty (not null) key or value goes
-//! into an [`envelope`](super::envelope) in the value. Fetch below the cache: messages are
+//! into an envelope ([`super::envelope`]) in the value. Fetch below the cache: messages are
 //! turned back into one uncompressed v2 batch whose offsets are `start + i`, with each
 //! record's own key, value, headers and timestamp. Runs on the forwarder thread; calls
 //! `record::walk` to read batches and `record::build` to build them.
