@@ -83,7 +83,7 @@ fn apply(
 }
 
 /// Handles an IncrementalAlterConfigs request.
-pub fn handle(
+pub async fn handle(
     ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> Result<Response, ConnectionError> {
@@ -96,17 +96,15 @@ pub fn handle(
                 "only topic configs can be altered; broker configs are command-line flags".into(),
             ))
         } else {
-            cluster
+            match cluster
                 .topic(&name)
                 .ok_or(KelpError::UnknownTopicOrPartition)
                 .and_then(|meta| apply(&meta.configs, res))
-                .and_then(|next| {
-                    if req.validate_only {
-                        Ok(())
-                    } else {
-                        cluster.set_topic_configs(&name, next)
-                    }
-                })
+            {
+                Ok(next) if !req.validate_only => ctx.shard.set_topic_configs(&name, next).await,
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            }
         };
         let mut r = AlterConfigsResourceResponse::default();
         r.resource_type = res.resource_type;

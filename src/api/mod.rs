@@ -114,7 +114,9 @@ pub async fn dispatch(
         Request::DescribeConfigs(r) => describe_configs::handle(&ctx, r).map(Some),
         Request::DescribeCluster(r) => describe_cluster::handle(&ctx, r).map(Some),
         Request::DeleteRecords(r) => delete_records::handle(&ctx, r).await.map(Some),
-        Request::IncrementalAlterConfigs(r) => incremental_alter_configs::handle(&ctx, r).map(Some),
+        Request::IncrementalAlterConfigs(r) => {
+            incremental_alter_configs::handle(&ctx, r).await.map(Some)
+        }
         Request::FindCoordinator(r) => find_coordinator::handle(&ctx, r).map(Some),
         Request::JoinGroup(r) => join_group::handle(&ctx, r).await.map(Some),
         Request::SyncGroup(r) => sync_group::handle(&ctx, r).await.map(Some),

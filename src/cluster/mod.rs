@@ -276,12 +276,18 @@ impl Cluster {
 
     /// Publishes a topic found in the storage engine (SeaweedMQ) with its id and partition
     /// count; a known topic with the same id and count is returned as it is.
-    pub fn adopt_topic(&self, name: &str, id: Uuid, partitions: i32) -> Arc<TopicMeta> {
+    pub fn adopt_topic(
+        &self,
+        name: &str,
+        id: Uuid,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Arc<TopicMeta> {
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let old = self.topic(name);
         if let Some(t) = old
             .as_ref()
-            .filter(|t| t.id == id && t.partitions == partitions)
+            .filter(|t| t.id == id && t.partitions == partitions && t.configs == configs)
         {
             return t.clone();
         }
@@ -289,7 +295,7 @@ impl Cluster {
             name: name.to_string(),
             id,
             partitions,
-            configs: old.as_ref().map(|t| t.configs.clone()).unwrap_or_default(),
+            configs,
         });
         if let Err(e) = self.replace_topic(old.as_deref(), &m) {
             tracing::warn!(topic = name, error = %e, "could not publish a SeaweedMQ topic");

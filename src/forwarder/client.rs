@@ -425,9 +425,17 @@ impl Forwarder {
             Command::CreateTopic {
                 name,
                 partitions,
+                configs,
                 reply,
             } => spawn(async move {
-                let _ = reply.send(me.create_topic(&name, partitions).await);
+                let _ = reply.send(me.create_topic(&name, partitions, configs).await);
+            }),
+            Command::SetTopicConfigs {
+                name,
+                configs,
+                reply,
+            } => spawn(async move {
+                let _ = reply.send(me.set_topic_configs(&name, &configs).await);
             }),
             Command::LookupTopic { name, reply } => spawn(async move {
                 let _ = reply.send(me.lookup_topic(&name).await);

@@ -17,6 +17,7 @@ pub mod log_start;
 pub mod publisher;
 pub mod reads;
 pub mod records;
+pub mod topic_configs;
 pub mod topics;
 
 use std::sync::atomic::Ordering;
@@ -51,6 +52,8 @@ pub struct TopicInfo {
     /// Stable id: derived from the name and SeaweedMQ's partition generation, so every Kelp
     /// (and every restart) reports the same id for the same topic incarnation.
     pub id: uuid::Uuid,
+    /// Its Kafka config overrides, as stored on the filer ([`topic_configs`]).
+    pub configs: std::collections::BTreeMap<String, String>,
 }
 
 /// Batches read below the cache, re-encoded.
@@ -110,7 +113,14 @@ pub enum Command {
     CreateTopic {
         name: String,
         partitions: i32,
+        configs: std::collections::BTreeMap<String, String>,
         reply: oneshot::Sender<Result<TopicInfo, KelpError>>,
+    },
+    /// Store a topic's config overrides ([`ForwarderHandle::set_topic_configs`]).
+    SetTopicConfigs {
+        name: String,
+        configs: std::collections::BTreeMap<String, String>,
+        reply: oneshot::Sender<Result<(), KelpError>>,
     },
     /// Find `kafka/<name>` ([`ForwarderHandle::lookup_topic`]).
     LookupTopic {
@@ -290,11 +300,32 @@ impl ForwarderHandle {
         .await
     }
 
-    /// Creates `kafka/<name>` with `partitions` partitions; TopicAlreadyExists if present.
-    pub async fn create_topic(&self, name: &str, partitions: i32) -> Result<TopicInfo, KelpError> {
+    /// Creates `kafka/<name>` with `partitions` partitions and its config overrides;
+    /// TopicAlreadyExists if present.
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: std::collections::BTreeMap<String, String>,
+    ) -> Result<TopicInfo, KelpError> {
         self.call(|reply| Command::CreateTopic {
             name: name.to_string(),
             partitions,
+            configs,
+            reply,
+        })
+        .await
+    }
+
+    /// Replaces a topic's config overrides, durably on the filer.
+    pub async fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: std::collections::BTreeMap<String, String>,
+    ) -> Result<(), KelpError> {
+        self.call(|reply| Command::SetTopicConfigs {
+            name: name.to_string(),
+            configs,
             reply,
         })
         .await

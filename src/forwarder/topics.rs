@@ -3,6 +3,7 @@
 //! metadata (`ListTopics` + `GetTopicConfiguration`, periodically) and deleted (the topic's
 //! directory on the filer). Runs on the forwarder thread; publishes topics through `cluster/`.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -39,11 +40,13 @@ fn topic_info(name: &str, assignments: &[BrokerPartitionAssignment]) -> TopicInf
             &uuid::Uuid::NAMESPACE_URL,
             format!("seaweedmq:{NAMESPACE}/{name}@{generation}").as_bytes(),
         ),
+        configs: BTreeMap::new(),
     }
 }
 
 impl Forwarder {
-    /// The topic's configuration, or None if SeaweedMQ does not know it.
+    /// The topic's configuration (with its config overrides from the filer), or None if
+    /// SeaweedMQ does not know it.
     pub(super) async fn lookup_topic(&self, name: &str) -> Result<Option<TopicInfo>, KelpError> {
         if self.deleted.borrow().contains_key(name) {
             return Ok(None);
@@ -63,7 +66,9 @@ impl Forwarder {
             .await;
         match r {
             Ok(cfg) if !cfg.broker_partition_assignments.is_empty() => {
-                Ok(Some(topic_info(name, &cfg.broker_partition_assignments)))
+                let mut info = topic_info(name, &cfg.broker_partition_assignments);
+                info.configs = self.read_topic_configs(name, info.id).await?;
+                Ok(Some(info))
             }
             Ok(_) => Ok(None),
             Err(s) if is_transport(&s) => Err(storage("GetTopicConfiguration", s)),
@@ -76,12 +81,17 @@ impl Forwarder {
         &self,
         name: &str,
         partitions: i32,
+        configs: BTreeMap<String, String>,
     ) -> Result<TopicInfo, KelpError> {
         // ConfigureTopic with another count would start a new generation (offsets from 0):
         // never do that to an existing topic.
         if let Some(existing) = self.lookup_topic(name).await? {
-            self.cluster
-                .adopt_topic(&existing.name, existing.id, existing.partitions);
+            self.cluster.adopt_topic(
+                &existing.name,
+                existing.id,
+                existing.partitions,
+                existing.configs,
+            );
             return Err(KelpError::TopicAlreadyExists);
         }
         self.deleted.borrow_mut().remove(name);
@@ -110,7 +120,13 @@ impl Forwarder {
                 ),
             ));
         }
-        let info = topic_info(name, &resp.broker_partition_assignments);
+        let mut info = topic_info(name, &resp.broker_partition_assignments);
+        if !configs.is_empty() {
+            // The topic exists now; without its overrides stored it would run on defaults
+            // after a restart: the client is told, and may alter them again.
+            self.write_topic_configs(name, info.id, &configs).await?;
+        }
+        info.configs = configs;
         self.routes.borrow_mut().insert(
             name.to_string(),
             Route {
@@ -158,7 +174,8 @@ impl Forwarder {
             .retain(|_, at| at.elapsed() < DELETED_MEMORY);
         topics.retain(|t| !self.deleted.borrow().contains_key(&t.name));
         for t in &topics {
-            self.cluster.adopt_topic(&t.name, t.id, t.partitions);
+            self.cluster
+                .adopt_topic(&t.name, t.id, t.partitions, t.configs.clone());
         }
         Ok(topics.len())
     }
@@ -169,6 +186,7 @@ impl Forwarder {
             .await
             .map_err(|e| storage("deleting the topic directory", e))?;
         self.drop_log_starts(name).await?;
+        self.drop_topic_configs(name).await?;
         self.invalidate(name);
         self.publishers.borrow_mut().retain(|(t, _), _| t != name);
         self.deleted

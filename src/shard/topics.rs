@@ -30,6 +30,7 @@ impl Shard {
                 &info.name,
                 info.id,
                 info.partitions,
+                info.configs,
             )));
         }
         if !(allow && self.cluster.auto_create) {
@@ -66,7 +67,11 @@ impl Shard {
         if validate_only {
             return Ok(checked);
         }
-        match self.engine.create_topic(name, checked.partitions).await? {
+        match self
+            .engine
+            .create_topic(name, checked.partitions, &configs)
+            .await?
+        {
             Some(info) => {
                 self.cluster
                     .create_topic_with_id(name, info.id, info.partitions, configs)
@@ -79,6 +84,23 @@ impl Shard {
                 false,
             ),
         }
+    }
+
+    /// IncrementalAlterConfigs: checks every override, stores them with the engine when it
+    /// keeps them (SeaweedMQ's, on the filer), then publishes them.
+    pub async fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), KelpError> {
+        self.cluster
+            .topic(name)
+            .ok_or(KelpError::UnknownTopicOrPartition)?;
+        for (k, v) in &configs {
+            crate::cluster::topic_config::validate(k, v)?;
+        }
+        self.engine.set_topic_configs(name, &configs).await?;
+        self.cluster.set_topic_configs(name, configs)
     }
 
     /// DeleteTopics: removes the topic from the engine's catalog, then from the metadata.

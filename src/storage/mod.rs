@@ -16,6 +16,7 @@ pub mod local;
 pub mod memory;
 pub mod seaweedmq;
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -215,9 +216,21 @@ pub trait Engine: Send + Sync {
         &'a self,
         name: &'a str,
         partitions: i32,
+        configs: &'a BTreeMap<String, String>,
     ) -> LocalBoxFuture<'a, Result<Option<TopicInfo>, KelpError>> {
-        let _ = (name, partitions);
+        let _ = (name, partitions, configs);
         Box::pin(futures::future::ready(Ok(None)))
+    }
+
+    /// Stores a topic's config overrides in the engine's catalog, for engines that keep them
+    /// there (others: the broker's metadata persists them).
+    fn set_topic_configs<'a>(
+        &'a self,
+        name: &'a str,
+        configs: &'a BTreeMap<String, String>,
+    ) -> LocalBoxFuture<'a, Result<(), KelpError>> {
+        let _ = (name, configs);
+        Box::pin(futures::future::ready(Ok(())))
     }
 
     /// Deletes a topic from the engine's catalog (its partitions' data goes with it).

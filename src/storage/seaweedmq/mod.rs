@@ -3,7 +3,8 @@
 //! the partition predicts them, and when SeaweedMQ's answer differs (another publisher, a
 //! lost forward) the partition's cache gives way to reads from here. Others may publish, so
 //! the offsets are learned from SeaweedMQ and refreshed by readers at the end of a partition.
-//! Topics live in SeaweedMQ's catalog (`kafka/<topic>`); group offsets on the filer
+//! Topics live in SeaweedMQ's catalog (`kafka/<topic>`), their Kafka config overrides on the
+//! filer (`forwarder::topic_configs`); group offsets on the filer
 //! ([`offsets`]). SeaweedMQ has no prefix deletion: DeleteRecords moves a logical log start
 //! kept on the filer (`forwarder::log_start`), which [`PartitionStore::range`] reports as
 //! the earliest offset, to this and every other Kelp node.
@@ -12,6 +13,7 @@
 
 pub mod offsets;
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -201,8 +203,22 @@ impl Engine for SeaweedMqEngine {
         &'a self,
         name: &'a str,
         partitions: i32,
+        configs: &'a BTreeMap<String, String>,
     ) -> LocalBoxFuture<'a, Result<Option<TopicInfo>, KelpError>> {
-        Box::pin(async move { self.fwd.create_topic(name, partitions).await.map(Some) })
+        Box::pin(async move {
+            self.fwd
+                .create_topic(name, partitions, configs.clone())
+                .await
+                .map(Some)
+        })
+    }
+
+    fn set_topic_configs<'a>(
+        &'a self,
+        name: &'a str,
+        configs: &'a BTreeMap<String, String>,
+    ) -> LocalBoxFuture<'a, Result<(), KelpError>> {
+        Box::pin(self.fwd.set_topic_configs(name, configs.clone()))
     }
 
     fn delete_topic<'a>(&'a self, name: &'a str) -> LocalBoxFuture<'a, Result<(), KelpError>> {
