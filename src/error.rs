@@ -26,6 +26,8 @@ pub mod code {
     pub const MESSAGE_TOO_LARGE: i16 = 10;
     /// OffsetCommit metadata longer than the broker keeps.
     pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+    /// The coordinator (here: the producer id source) is not ready yet; retried by clients.
+    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
     /// The group was removed while the request waited on it: the client finds the
     /// coordinator again.
     pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;

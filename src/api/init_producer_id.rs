@@ -9,7 +9,7 @@ use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
 /// Handles an InitProducerId request.
-pub fn handle(
+pub async fn handle(
     ctx: &RequestContext,
     req: InitProducerIdRequest,
 ) -> Result<Response, ConnectionError> {
@@ -24,9 +24,21 @@ pub fn handle(
         resp.producer_id = req.producer_id;
         resp.producer_epoch = req.producer_epoch.saturating_add(1);
     } else {
-        resp.error_code = code::NONE;
-        resp.producer_id = ProducerId(ctx.shard.cluster.allocate_producer_id());
-        resp.producer_epoch = 0;
+        match ctx.shard.allocate_producer_id().await {
+            Ok(id) => {
+                resp.error_code = code::NONE;
+                resp.producer_id = ProducerId(id);
+                resp.producer_epoch = 0;
+            }
+            Err(e) => {
+                // As Kafka when no producer id block is available yet: retriable for every
+                // client (a storage error code is fatal to some in InitProducerId).
+                tracing::warn!(error = %e, "no producer id");
+                resp.error_code = code::COORDINATOR_LOAD_IN_PROGRESS;
+                resp.producer_id = ProducerId(-1);
+                resp.producer_epoch = -1;
+            }
+        }
     }
     encoded(Response::encode(&ctx.header, &resp))
 }

@@ -110,7 +110,7 @@ pub async fn dispatch(
         Request::ApiVersions(r) => api_versions::handle(&ctx, r).map(Some),
         Request::CreateTopics(r) => create_topics::handle(&ctx, r).await.map(Some),
         Request::DeleteTopics(r) => delete_topics::handle(&ctx, r).await.map(Some),
-        Request::InitProducerId(r) => init_producer_id::handle(&ctx, r).map(Some),
+        Request::InitProducerId(r) => init_producer_id::handle(&ctx, r).await.map(Some),
         Request::DescribeConfigs(r) => describe_configs::handle(&ctx, r).map(Some),
         Request::DescribeCluster(r) => describe_cluster::handle(&ctx, r).map(Some),
         Request::DeleteRecords(r) => delete_records::handle(&ctx, r).await.map(Some),

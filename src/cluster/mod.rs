@@ -71,6 +71,8 @@ pub struct Cluster {
     snapshot: ArcSwap<Snapshot>,
     writer: Mutex<()>,
     next_producer_id: AtomicI64,
+    /// Producer ids taken from the storage engine in blocks, not handed out yet.
+    producer_blocks: Mutex<std::collections::VecDeque<std::ops::Range<i64>>>,
     /// The broker nodes clients are shown.
     pub nodes: nodes::Nodes,
     /// Reported by Metadata and DescribeCluster (`--cluster-id`).
@@ -116,6 +118,7 @@ impl Cluster {
             writer: Mutex::new(()),
             // Seeded from the clock so ids are not reused across restarts.
             next_producer_id: AtomicI64::new(now_ms << 10),
+            producer_blocks: Mutex::new(std::collections::VecDeque::new()),
             nodes: nodes::Nodes::new(config, shards),
             cluster_id: config.cluster_id.clone(),
             auto_create: config.auto_create_topics,
@@ -349,9 +352,32 @@ impl Cluster {
         Ok(meta)
     }
 
-    /// A fresh producer id for InitProducerId.
+    /// A fresh producer id for InitProducerId, from this broker's own counter.
     pub fn allocate_producer_id(&self) -> i64 {
         self.next_producer_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A producer id from the blocks the storage engine handed out, if one is left.
+    pub fn take_producer_id(&self) -> Option<i64> {
+        let mut blocks = self
+            .producer_blocks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        loop {
+            let b = blocks.front_mut()?;
+            if let Some(id) = b.next() {
+                return Some(id);
+            }
+            blocks.pop_front();
+        }
+    }
+
+    /// Adds a block of producer ids the storage engine reserved for this broker.
+    pub fn add_producer_ids(&self, block: std::ops::Range<i64>) {
+        self.producer_blocks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(block);
     }
 }
 

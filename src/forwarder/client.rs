@@ -430,6 +430,9 @@ impl Forwarder {
             } => spawn(async move {
                 let _ = reply.send(me.create_topic(&name, partitions, configs).await);
             }),
+            Command::AllocateProducerIds { n, reply } => spawn(async move {
+                let _ = reply.send(me.allocate_producer_ids(n).await);
+            }),
             Command::SetTopicConfigs {
                 name,
                 configs,

@@ -14,6 +14,7 @@ pub mod envelope;
 pub mod filer_log;
 pub mod filer_offsets;
 pub mod log_start;
+pub mod producer_ids;
 pub mod publisher;
 pub mod reads;
 pub mod records;
@@ -115,6 +116,11 @@ pub enum Command {
         partitions: i32,
         configs: std::collections::BTreeMap<String, String>,
         reply: oneshot::Sender<Result<TopicInfo, KelpError>>,
+    },
+    /// Take a block of producer ids ([`ForwarderHandle::allocate_producer_ids`]).
+    AllocateProducerIds {
+        n: i64,
+        reply: oneshot::Sender<Result<std::ops::Range<i64>, KelpError>>,
     },
     /// Store a topic's config overrides ([`ForwarderHandle::set_topic_configs`]).
     SetTopicConfigs {
@@ -315,6 +321,12 @@ impl ForwarderHandle {
             reply,
         })
         .await
+    }
+
+    /// Takes `n` producer ids no other Kelp over this SeaweedMQ gets.
+    pub async fn allocate_producer_ids(&self, n: i64) -> Result<std::ops::Range<i64>, KelpError> {
+        self.call(|reply| Command::AllocateProducerIds { n, reply })
+            .await
     }
 
     /// Replaces a topic's config overrides, durably on the filer.

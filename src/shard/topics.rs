@@ -10,6 +10,9 @@ use super::Shard;
 use crate::cluster::TopicMeta;
 use crate::error::KelpError;
 
+/// Producer ids reserved from the engine at a time.
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
 impl Shard {
     /// The topic, from the metadata or from the engine's catalog; created when `allow` and
     /// the broker allow it and it is missing. `Ok(None)`: unknown and not created.
@@ -101,6 +104,21 @@ impl Shard {
         }
         self.engine.set_topic_configs(name, &configs).await?;
         self.cluster.set_topic_configs(name, configs)
+    }
+
+    /// A producer id for InitProducerId: from the blocks the engine reserves when it keeps
+    /// state shared by several brokers (unique across them), else from the broker's counter.
+    pub async fn allocate_producer_id(&self) -> Result<i64, KelpError> {
+        loop {
+            if let Some(id) = self.cluster.take_producer_id() {
+                return Ok(id);
+            }
+            match self.engine.allocate_producer_ids(PRODUCER_ID_BLOCK).await? {
+                Some(block) if !block.is_empty() => self.cluster.add_producer_ids(block),
+                Some(_) => return Err(KelpError::Storage("empty producer id block".into())),
+                None => return Ok(self.cluster.allocate_producer_id()),
+            }
+        }
     }
 
     /// DeleteTopics: removes the topic from the engine's catalog, then from the metadata.

@@ -222,6 +222,16 @@ pub trait Engine: Send + Sync {
         Box::pin(futures::future::ready(Ok(None)))
     }
 
+    /// Takes a block of `n` producer ids that no other broker over the same storage gets;
+    /// `None`: the engine has no shared storage, and the broker counts on its own.
+    fn allocate_producer_ids(
+        &self,
+        n: i64,
+    ) -> LocalBoxFuture<'_, Result<Option<std::ops::Range<i64>>, KelpError>> {
+        let _ = n;
+        Box::pin(futures::future::ready(Ok(None)))
+    }
+
     /// Stores a topic's config overrides in the engine's catalog, for engines that keep them
     /// there (others: the broker's metadata persists them).
     fn set_topic_configs<'a>(

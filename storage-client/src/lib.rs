@@ -5,7 +5,8 @@
 //! subset in `proto/` (see `shared/specs/seaweedmq-grpc.md`), plus small helpers that encode
 //! the conventions of SeaweedFS's Go Kafka gateway: the Kafka partition ↔ ring range mapping
 //! ([`ring`]), SeaweedFS address forms ([`addr`]), consumer-group offset files on the filer
-//! ([`group_offsets`], [`filer`]), broker error codes ([`errors`]), master discovery
+//! ([`group_offsets`], [`filer`]), leases on the filer's distributed locks ([`lock`]),
+//! broker error codes ([`errors`]), master discovery
 //! ([`discovery`]) and a few broker call sequences ([`broker`]).
 
 pub mod addr;
@@ -14,6 +15,7 @@ pub mod discovery;
 pub mod errors;
 pub mod filer;
 pub mod group_offsets;
+pub mod lock;
 pub mod ring;
 
 pub use errors::{Error, Result};

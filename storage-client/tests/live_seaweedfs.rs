@@ -509,3 +509,61 @@ async fn listing_pages_past_the_page_size() {
         .await
         .expect("cleanup");
 }
+
+#[tokio::test]
+async fn a_lock_is_one_owners_lease_with_growing_generations() {
+    use kelp_storage_client::lock::{self, Acquired};
+    let Some(master) = master() else { return };
+    let mut fc = filer_client(&master).await;
+    let name = unique("kelp-sc-lock");
+    let ttl = Duration::from_secs(2);
+    let Acquired::Held(mut a) = lock::acquire(&mut fc, &name, "node-a", ttl)
+        .await
+        .expect("acquire")
+    else {
+        panic!("a fresh lock is free")
+    };
+    assert_eq!(
+        lock::owner(&mut fc, &name).await.expect("owner"),
+        Some("node-a".into())
+    );
+    // Another owner is refused while the lease runs, and a renewal keeps it running.
+    assert_eq!(
+        lock::acquire(&mut fc, &name, "node-b", ttl)
+            .await
+            .expect("acquire"),
+        Acquired::Busy("node-a".into())
+    );
+    let first_token = a.token.clone();
+    lock::renew(&mut fc, &mut a, "node-a", ttl)
+        .await
+        .expect("renew");
+    assert_ne!(a.token, first_token, "each grant returns a new token");
+    // An old token no longer renews.
+    let mut stale = lock::Lease {
+        token: first_token,
+        ..a.clone()
+    };
+    assert!(lock::renew(&mut fc, &mut stale, "node-a", ttl)
+        .await
+        .is_err());
+    // Not renewed: it expires, the next owner gets a later generation, the old holder's
+    // renewal is refused.
+    tokio::time::sleep(ttl + Duration::from_millis(500)).await;
+    assert_eq!(lock::owner(&mut fc, &name).await.expect("owner"), None);
+    let Acquired::Held(b) = lock::acquire(&mut fc, &name, "node-b", ttl)
+        .await
+        .expect("acquire")
+    else {
+        panic!("an expired lock is free")
+    };
+    assert!(b.generation > a.generation, "{b:?} after {a:?}");
+    assert!(lock::renew(&mut fc, &mut a, "node-a", ttl).await.is_err());
+    // Released: free at once.
+    lock::release(&mut fc, &b).await.expect("release");
+    assert_eq!(lock::owner(&mut fc, &name).await.expect("owner"), None);
+    assert!(matches!(
+        lock::acquire(&mut fc, &name, "node-a", ttl).await,
+        Ok(Acquired::Held(_))
+    ));
+}

@@ -250,6 +250,49 @@ def test_topic_configs_live_on_the_filer_for_every_kelp(broker, seaweed):
     assert topic_configs(broker.bootstrap, topic)["max.message.bytes"] == "200000"
 
 
+def init_producer_ids(bs, n):
+    """n InitProducerId v1 (idempotent, no transactional id) on one connection: the ids."""
+    import struct
+    out = []
+    with kwire.Conn(bs) as c:
+        for _ in range(n):
+            r = c.roundtrip(22, 1, struct.pack(">hi", -1, 60000))
+            _throttle, err, pid, epoch = r.i32(), r.i16(), r.i64(), r.i16()
+            assert (err, epoch) == (0, 0), (err, pid, epoch)
+            out.append(pid)
+    return out
+
+
+def test_producer_ids_are_unique_across_kelps_and_restarts(broker, seaweed):
+    """Producer ids come in blocks from a counter on the filer, moved under a filer lock:
+    two Kelps over one SeaweedMQ never hand out the same id, nor one Kelp after a restart."""
+    with conftest.running_broker(conftest.Broker, "kelp-second-", seaweed=seaweed) as other:
+        ids, errors = [], []
+
+        def take(bs):
+            try:
+                ids.extend(init_producer_ids(bs, 1500))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=take, args=(b,))
+                   for b in (broker.bootstrap, other.bootstrap, broker.bootstrap)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors[:3]
+    broker.restart()
+    ids += init_producer_ids(broker.bootstrap, 10)
+    assert len(ids) == 4510
+    assert len(set(ids)) == len(ids), "a producer id handed out twice"
+    # An idempotent producer still works end to end.
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    topic = new_topic(broker.bootstrap, 1)
+    p.produce(topic, value=b"x")
+    assert p.flush(30) == 0
+
+
 def test_compressed_batches_are_stored_record_by_record(broker, seaweed):
     topic = new_topic(broker.bootstrap, 1)
     produced = produce_keyed(broker.bootstrap, topic, 200, 1, **{"compression.type": "zstd"})

@@ -213,6 +213,13 @@ impl Engine for SeaweedMqEngine {
         })
     }
 
+    fn allocate_producer_ids(
+        &self,
+        n: i64,
+    ) -> LocalBoxFuture<'_, Result<Option<std::ops::Range<i64>>, KelpError>> {
+        Box::pin(async move { self.fwd.allocate_producer_ids(n).await.map(Some) })
+    }
+
     fn set_topic_configs<'a>(
         &'a self,
         name: &'a str,
