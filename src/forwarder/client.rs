@@ -430,6 +430,13 @@ impl Forwarder {
             } => spawn(async move {
                 let _ = reply.send(me.create_topic(&name, partitions, configs).await);
             }),
+            Command::FlushedFiles {
+                topic,
+                partition,
+                reply,
+            } => spawn(async move {
+                let _ = reply.send(me.flushed_files(&topic, partition).await);
+            }),
             Command::AllocateProducerIds { n, reply } => spawn(async move {
                 let _ = reply.send(me.allocate_producer_ids(n).await);
             }),

@@ -60,6 +60,67 @@ fn utc_stamp(unix_ns: i64) -> String {
     )
 }
 
+/// UTC ms of a "2006-01-02-15-04-05" name (SeaweedFS names a partition's log files after the
+/// first record they hold, to the second), or None for another name.
+fn parse_stamp(name: &str) -> Option<i64> {
+    let parts: Vec<i64> = name
+        .split('-')
+        .map(|p| p.parse::<i64>().ok().filter(|_| !p.is_empty()))
+        .collect::<Option<_>>()?;
+    let [y, m, d, hh, mm, ss] = parts.as_slice() else {
+        return None;
+    };
+    let (y, m, d) = (*y, *m, *d);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || *hh > 23 || *mm > 59 || *ss > 60 {
+        return None;
+    }
+    // Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm, the inverse of
+    // utc_stamp's).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 86_400) + hh * 3600 + mm * 60 + ss) * 1000)
+}
+
+/// One flushed log file of a partition, as the filer lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushedFile {
+    /// When its first record was stamped (ms, to the second), from its name.
+    pub first_ms: Option<i64>,
+    /// Its first and last offsets, when the broker wrote them down (not on a file that
+    /// starts at offset 0).
+    pub offset_min: Option<i64>,
+    /// See `offset_min`.
+    pub offset_max: Option<i64>,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// The partition's flushed log files, oldest first.
+pub async fn flushed_files(
+    client: &mut FilerClient,
+    dir: &str,
+) -> Result<Vec<FlushedFile>, String> {
+    let mut files = filer::list(client, dir)
+        .await
+        .map_err(|e| format!("listing {dir}: {e}"))?;
+    files.retain(|e| !e.is_directory && e.content.is_empty() && parse_stamp(&e.name).is_some());
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(files
+        .iter()
+        .map(|f| FlushedFile {
+            first_ms: parse_stamp(&f.name),
+            offset_min: be_i64(f.extended.get("offset_min")),
+            offset_max: be_i64(f.extended.get("offset_max")),
+            size: f.attributes.as_ref().map_or(0, |a| a.file_size),
+        })
+        .collect())
+}
+
 /// Splits a log file into its entries; a torn tail is ignored.
 pub fn parse_entries(buf: &[u8]) -> Result<Vec<LogEntry>, String> {
     let mut out = Vec::new();
@@ -198,6 +259,27 @@ mod tests {
         assert_eq!(utc_stamp(1_796_226_858_802_247_979), "2026-12-02-15-54-18");
         assert_eq!(utc_stamp(0), "1970-01-01-00-00-00");
         assert_eq!(utc_stamp(951_782_400_000_000_000), "2000-02-29-00-00-00");
+        for ns in [
+            0,
+            951_782_400_000_000_000,
+            1_796_226_858_802_247_979,
+            4_102_444_799_000_000_000,
+        ] {
+            assert_eq!(
+                parse_stamp(&utc_stamp(ns)),
+                Some(ns / 1_000_000_000 * 1000),
+                "{ns}"
+            );
+        }
+        for bad in [
+            "checkpoint.offset",
+            "2026-13-01-00-00-00",
+            "2026-12-02-15-54",
+            "x-1-1-1-1-1",
+            "2026--12-02-15-54-18",
+        ] {
+            assert_eq!(parse_stamp(bad), None, "{bad}");
+        }
     }
 
     #[test]

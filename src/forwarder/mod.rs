@@ -117,6 +117,12 @@ pub enum Command {
         configs: std::collections::BTreeMap<String, String>,
         reply: oneshot::Sender<Result<TopicInfo, KelpError>>,
     },
+    /// List a partition's flushed log files ([`ForwarderHandle::flushed_files`]).
+    FlushedFiles {
+        topic: String,
+        partition: i32,
+        reply: oneshot::Sender<Result<Vec<filer_log::FlushedFile>, KelpError>>,
+    },
     /// Take a block of producer ids ([`ForwarderHandle::allocate_producer_ids`]).
     AllocateProducerIds {
         n: i64,
@@ -318,6 +324,20 @@ impl ForwarderHandle {
             name: name.to_string(),
             partitions,
             configs,
+            reply,
+        })
+        .await
+    }
+
+    /// A partition's flushed log files in SeaweedMQ, oldest first (retention decides on them).
+    pub async fn flushed_files(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Vec<filer_log::FlushedFile>, KelpError> {
+        self.call(|reply| Command::FlushedFiles {
+            topic: topic.to_string(),
+            partition,
             reply,
         })
         .await

@@ -233,6 +233,20 @@ impl Forwarder {
         }
     }
 
+    /// The partition's flushed log files (for retention), oldest first.
+    pub(super) async fn flushed_files(
+        &self,
+        topic: &str,
+        k: i32,
+    ) -> Result<Vec<super::filer_log::FlushedFile>, KelpError> {
+        let pl = self.placement(topic, k).await?;
+        let mut f = self.filer_client()?;
+        let dir = super::filer_log::partition_dir(&pl.topic, &pl.partition);
+        super::filer_log::flushed_files(&mut f, &dir)
+            .await
+            .map_err(|e| storage("listing log files", e))
+    }
+
     /// Entries `[offset, end)` of the partition's flushed log files on the filer.
     async fn read_files(
         &self,

@@ -320,9 +320,17 @@ impl Shard {
             .map(|(k, p)| (k.clone(), p.store().clone()))
             .collect();
         for ((topic, partition), store) in stores {
-            let Some(cut) = store.retention_cut(now_ms) else {
+            let Some(cut) = store.retention_cut(now_ms).await else {
                 continue;
             };
+            // Engines that keep the records (a logical log start) name the same cut again
+            // until retention moves it further.
+            if self
+                .with_partition(&topic, partition, |p| cut <= p.log_start_offset())
+                .unwrap_or(true)
+            {
+                continue;
+            }
             match store.truncate_prefix(cut).await {
                 Ok(()) => {
                     if let Ok(freed) =

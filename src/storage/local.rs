@@ -23,7 +23,7 @@ use crate::error::KelpError;
 use crate::group::OffsetStore;
 use crate::log::offsets_store::{offsets_path, DurableOffsetStore};
 use crate::log::recovery::{self, LOG_START_FILE};
-use crate::log::retention::{self, Retention, SealedSegment};
+use crate::log::retention::{self, SealedSegment};
 use crate::log::{PartitionLog, RollSettings};
 use crate::record::batch::BatchHeader;
 
@@ -98,6 +98,25 @@ impl LocalStore {
 
 fn storage_error(e: crate::log::LogError) -> KelpError {
     KelpError::from(e)
+}
+
+impl LocalStore {
+    /// Where retention cuts now: whole sealed segments, oldest first.
+    fn retention_cut_now(&self, now_ms: i64) -> Option<i64> {
+        let meta = self.cluster.topic(&self.topic)?;
+        let sealed: Vec<SealedSegment> = self
+            .log
+            .sealed_segments()
+            .into_iter()
+            .map(|(base, next_offset, size, max_timestamp)| SealedSegment {
+                base,
+                next_offset,
+                size,
+                max_timestamp,
+            })
+            .collect();
+        retention::delete_before(&sealed, self.log.size(), super::retention_of(&meta), now_ms)
+    }
 }
 
 impl PartitionStore for LocalStore {
@@ -178,29 +197,8 @@ impl PartitionStore for LocalStore {
         true
     }
 
-    fn retention_cut(&self, now_ms: i64) -> Option<i64> {
-        let meta = self.cluster.topic(&self.topic)?;
-        let get = |k: &str| {
-            meta.config(k)
-                .and_then(|v| v.parse::<i64>().ok())
-                .unwrap_or(-1)
-        };
-        let r = Retention {
-            bytes: get("retention.bytes"),
-            ms: get("retention.ms"),
-        };
-        let sealed: Vec<SealedSegment> = self
-            .log
-            .sealed_segments()
-            .into_iter()
-            .map(|(base, next_offset, size, max_timestamp)| SealedSegment {
-                base,
-                next_offset,
-                size,
-                max_timestamp,
-            })
-            .collect();
-        retention::delete_before(&sealed, self.log.size(), r, now_ms)
+    fn retention_cut(&self, now_ms: i64) -> LocalBoxFuture<'_, Option<i64>> {
+        Box::pin(futures::future::ready(self.retention_cut_now(now_ms)))
     }
 
     fn flush(&self) -> LocalBoxFuture<'_, Result<(), KelpError>> {

@@ -76,6 +76,20 @@ pub struct Recovered {
 /// A topic as an engine with a catalog of its own knows it.
 pub use crate::forwarder::TopicInfo;
 
+/// A topic's retention limits from its configs (-1: unlimited, also for a value that does
+/// not parse).
+pub fn retention_of(meta: &TopicMeta) -> crate::log::retention::Retention {
+    let get = |k: &str| {
+        meta.config(k)
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(-1)
+    };
+    crate::log::retention::Retention {
+        bytes: get("retention.bytes"),
+        ms: get("retention.ms"),
+    }
+}
+
 /// Periodic work an engine needs from each shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Background {
@@ -151,9 +165,9 @@ pub trait PartitionStore {
     }
 
     /// The log start retention asks for now, when it would move.
-    fn retention_cut(&self, now_ms: i64) -> Option<i64> {
+    fn retention_cut(&self, now_ms: i64) -> LocalBoxFuture<'_, Option<i64>> {
         let _ = now_ms;
-        None
+        Box::pin(futures::future::ready(None))
     }
 
     /// Makes written data durable (the periodic flush of [`Background::flush_every`]).

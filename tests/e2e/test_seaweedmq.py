@@ -293,6 +293,57 @@ def test_producer_ids_are_unique_across_kelps_and_restarts(broker, seaweed):
     assert p.flush(30) == 0
 
 
+def test_retention_moves_the_log_start_a_flushed_file_at_a_time(seaweed):
+    """retention.ms and retention.bytes on a SeaweedMQ topic move the logical log start past
+    whole flushed log files (SeaweedMQ's segments), oldest first, never past records that
+    are not old enough. Files: records stamped 2 h ago, then 1 h ago, then now."""
+    with conftest.running_broker(conftest.Broker, "kelp-retention-",
+                                 ["--retention-check-ms", "300"], seaweed=seaweed) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        topic = f"smq-ret-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "600000"})])[
+            topic].result(30)
+        now = int(time.time() * 1000)
+        for prefix, ts_base in (("old", now - 7_200_000), ("mid", now - 3_600_000),
+                                ("new", None)):
+            produce_keyed(b.bootstrap, topic, 20, 1, prefix=prefix,
+                          ts_base=ts_base if ts_base else int(time.time() * 1000))
+            time.sleep(6.5)  # SeaweedMQ flushes every 5 s: one file per phase
+
+        def low_becomes(want, within=20):
+            deadline, low = time.time() + within, None
+            while time.time() < deadline:
+                low, high = low_high(b.bootstrap, topic)
+                assert high == 60
+                if low == want:
+                    return
+                time.sleep(0.3)
+            pytest.fail(f"log start {low}, expected {want}")
+
+        # The 2 h old file goes (the next one began an hour ago); the 1 h old one stays
+        # (its newest record is not known to be older than the next file's start, now).
+        low_becomes(20)
+        time.sleep(1)
+        assert low_high(b.bootstrap, topic) == (20, 60)
+        res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry("retention.bytes", "1", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(15)
+        # Down to the newest file.
+        low_becomes(40)
+        # A consumer from the beginning starts at the log start (offset 0 is out of range).
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": uuid.uuid4().hex,
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        c.assign([TopicPartition(topic, 0, 0)])
+        got, deadline = [], time.time() + 30
+        while len(got) < 20 and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append((m.offset(), m.value()))
+        c.close()
+        assert [o for o, _v in got] == list(range(40, 60))
+        assert got[0][1].startswith(b"newv")
+
+
 def test_compressed_batches_are_stored_record_by_record(broker, seaweed):
     topic = new_topic(broker.bootstrap, 1)
     produced = produce_keyed(broker.bootstrap, topic, 200, 1, **{"compression.type": "zstd"})

@@ -7,7 +7,8 @@
 //! filer (`forwarder::topic_configs`); group offsets on the filer
 //! ([`offsets`]). SeaweedMQ has no prefix deletion: DeleteRecords moves a logical log start
 //! kept on the filer (`forwarder::log_start`), which [`PartitionStore::range`] reports as
-//! the earliest offset, to this and every other Kelp node.
+//! the earliest offset, to this and every other Kelp node. Retention (retention.ms,
+//! retention.bytes) moves it too, a whole flushed log file at a time, like Kafka's segments.
 //!
 //! Calls `forwarder/` for every SeaweedMQ request and `cluster/` for topic metadata.
 
@@ -26,8 +27,10 @@ use super::{Batch, BatchOffsets, Durability, Engine, PartitionStore, Range, Topi
 use crate::cluster::{Cluster, TopicMeta};
 use crate::config::Config;
 use crate::error::KelpError;
+use crate::forwarder::filer_log::FlushedFile;
 use crate::forwarder::ForwarderHandle;
 use crate::group::OffsetStore;
+use crate::log::retention::{delete_before, SealedSegment};
 use crate::record::batch::{first_offset_at_or_after, BatchHeader};
 
 /// How often a fetch at the end of a partition asks SeaweedMQ whether another publisher
@@ -42,14 +45,21 @@ const SCAN_CALLS: usize = 1000;
 /// The SeaweedMQ engine.
 pub struct SeaweedMqEngine {
     fwd: Arc<ForwarderHandle>,
+    cluster: Arc<Cluster>,
+    retention_every: Duration,
 }
 
 /// Starts the forwarder (which publishes SeaweedMQ's Kafka topics in the metadata).
 pub fn start(config: Arc<Config>, shards: usize) -> anyhow::Result<super::Storage> {
     let cluster = Arc::new(Cluster::new(&config, shards));
+    let retention_every = Duration::from_millis(config.retention_check_ms.max(10));
     let fwd = crate::forwarder::start(config, cluster.clone()).context("cannot use SeaweedMQ")?;
     Ok(super::Storage {
-        engine: Arc::new(SeaweedMqEngine { fwd }),
+        engine: Arc::new(SeaweedMqEngine {
+            fwd,
+            cluster: cluster.clone(),
+            retention_every,
+        }),
         cluster,
     })
 }
@@ -57,8 +67,40 @@ pub fn start(config: Arc<Config>, shards: usize) -> anyhow::Result<super::Storag
 /// One partition in SeaweedMQ.
 pub struct SeaweedMqStore {
     fwd: Arc<ForwarderHandle>,
+    cluster: Arc<Cluster>,
     topic: String,
     partition: i32,
+}
+
+/// SeaweedMQ's flushed log files as retention's segments: each from its first offset to
+/// the next file's (or past its own last), its newest record older than the next file's
+/// first (named to the second: before the end of that second). The last file's newest
+/// record is unknown: it goes by size only. A file whose end cannot be told (no offsets
+/// written, no successor with one) ends the list: nothing from there on is cut.
+fn segments(files: &[FlushedFile]) -> Vec<SealedSegment> {
+    let mut out = Vec::new();
+    let mut base = 0;
+    for (i, f) in files.iter().enumerate() {
+        let next = files.get(i + 1);
+        let Some(next_offset) = next
+            .and_then(|n| n.offset_min)
+            .or(f.offset_max.map(|m| m + 1))
+        else {
+            break;
+        };
+        let base_here = f.offset_min.unwrap_or(base);
+        if next_offset <= base_here {
+            break;
+        }
+        out.push(SealedSegment {
+            base: base_here,
+            next_offset,
+            size: f.size,
+            max_timestamp: next.and_then(|n| n.first_ms).map_or(-1, |ms| ms + 999),
+        });
+        base = next_offset;
+    }
+    out
 }
 
 impl PartitionStore for SeaweedMqStore {
@@ -145,6 +187,25 @@ impl PartitionStore for SeaweedMqStore {
         true
     }
 
+    fn retention_cut(&self, now_ms: i64) -> LocalBoxFuture<'_, Option<i64>> {
+        Box::pin(async move {
+            let meta = self.cluster.topic(&self.topic)?;
+            let r = super::retention_of(&meta);
+            if r.bytes < 0 && r.ms < 0 {
+                return None;
+            }
+            let files = match self.fwd.flushed_files(&self.topic, self.partition).await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::debug!(topic = %self.topic, partition = self.partition, error = %e, "retention: log files not listed");
+                    return None;
+                }
+            };
+            let total = files.iter().map(|f| f.size).sum();
+            delete_before(&segments(&files), total, r, now_ms)
+        })
+    }
+
     fn learns_offsets(&self) -> bool {
         true
     }
@@ -168,6 +229,7 @@ impl Engine for SeaweedMqEngine {
     fn open(&self, topic: &str, partition: i32, _meta: &TopicMeta) -> Rc<dyn PartitionStore> {
         Rc::new(SeaweedMqStore {
             fwd: self.fwd.clone(),
+            cluster: self.cluster.clone(),
             topic: topic.to_string(),
             partition,
         })
@@ -185,6 +247,13 @@ impl Engine for SeaweedMqEngine {
                 .map_err(|e| anyhow::anyhow!("group offsets: {e}"))?;
             Ok(Rc::new(store) as Rc<dyn OffsetStore>)
         })
+    }
+
+    fn background(&self) -> super::Background {
+        super::Background {
+            retention_every: Some(self.retention_every),
+            flush_every: None,
+        }
     }
 
     fn pipelines_produce(&self) -> bool {
@@ -238,5 +307,44 @@ impl Engine for SeaweedMqEngine {
 
     fn shutdown(&self, limit: Duration) {
         self.fwd.drain(limit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(first_ms: i64, offsets: Option<(i64, i64)>, size: u64) -> FlushedFile {
+        FlushedFile {
+            first_ms: Some(first_ms),
+            offset_min: offsets.map(|o| o.0),
+            offset_max: offsets.map(|o| o.1),
+            size,
+        }
+    }
+
+    #[test]
+    fn flushed_files_are_segments_that_end_where_the_next_begins() {
+        // The first file (from offset 0) carries no offsets: the next one tells its end.
+        let files = [
+            file(1_000, None, 100),
+            file(5_000, Some((10, 19)), 100),
+            file(9_000, Some((20, 29)), 100),
+        ];
+        let segs = segments(&files);
+        assert_eq!(
+            segs.iter()
+                .map(|s| (s.base, s.next_offset, s.max_timestamp))
+                .collect::<Vec<_>>(),
+            [(0, 10, 5_999), (10, 20, 9_999), (20, 30, -1)]
+        );
+        let r = |bytes, ms| crate::log::retention::Retention { bytes, ms };
+        // By time: a file goes once the next one began before the cut-off.
+        assert_eq!(delete_before(&segs, 300, r(-1, 1_000), 7_000), Some(10));
+        assert_eq!(delete_before(&segs, 300, r(-1, 1_000), 20_000), Some(20));
+        // By size: oldest files go while what is left is at least retention.bytes.
+        assert_eq!(delete_before(&segs, 300, r(100, -1), 0), Some(20));
+        // A lone first file has no known end: nothing is cut.
+        assert!(segments(&files[..1]).is_empty());
     }
 }
