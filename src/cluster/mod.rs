@@ -4,6 +4,7 @@
 //! never lock. Writers (CreateTopics, DeleteTopics, auto-create) are serialised by a mutex and
 //! publish a new snapshot; partition state itself lives on the owning shards, not here.
 
+pub mod members;
 pub mod nodes;
 pub mod routing;
 pub mod topic_config;
@@ -75,6 +76,8 @@ pub struct Cluster {
     producer_blocks: Mutex<std::collections::VecDeque<std::ops::Range<i64>>>,
     /// The broker nodes clients are shown.
     pub nodes: nodes::Nodes,
+    /// The Kelp nodes alive over the same shared storage.
+    pub members: members::Members,
     /// Reported by Metadata and DescribeCluster (`--cluster-id`).
     pub cluster_id: String,
     /// Whether Metadata and Produce create unknown topics (`--auto-create-topics`).
@@ -120,6 +123,7 @@ impl Cluster {
             next_producer_id: AtomicI64::new(now_ms << 10),
             producer_blocks: Mutex::new(std::collections::VecDeque::new()),
             nodes: nodes::Nodes::new(config, shards),
+            members: members::Members::default(),
             cluster_id: config.cluster_id.clone(),
             auto_create: config.auto_create_topics,
             default_partitions: config.default_partitions,

@@ -65,6 +65,8 @@ pub struct Settings {
     pub topic_refresh: Duration,
     /// How long start-up waits for SeaweedMQ before giving up.
     pub connect_timeout: Duration,
+    /// This node, as it registers among the Kelp nodes over this SeaweedMQ.
+    pub me: super::membership::Me,
 }
 
 impl Settings {
@@ -103,6 +105,11 @@ impl Settings {
             filer_http: c.seaweedmq_filer.as_deref().map(addr::http_host_port),
             topic_refresh: Duration::from_millis(c.seaweedmq_topic_refresh_ms.max(100)),
             connect_timeout: Duration::from_millis(c.seaweedmq_connect_timeout_ms),
+            me: super::membership::Me {
+                node_id: c.node_id,
+                host: c.advertised_host(),
+                port: c.advertised_port(),
+            },
         })
     }
 }
@@ -148,6 +155,10 @@ pub struct Forwarder {
     pub(super) deleted: RefCell<HashMap<String, Instant>>,
     /// Logical log starts read or set (see [`super::log_start`]).
     pub(super) log_starts: RefCell<HashMap<(String, i32), i64>>,
+    /// This node's lease among the Kelp nodes ([`super::membership`]).
+    pub(super) lease: RefCell<Option<kelp_storage_client::lock::Lease>>,
+    /// Set once the node leaves (clean stop): the lease is no longer renewed.
+    pub(super) leaving: Cell<bool>,
 }
 
 /// How long a deleted topic stays out of the topic refresh.
@@ -192,6 +203,8 @@ impl Forwarder {
             publishers: RefCell::new(HashMap::new()),
             deleted: RefCell::new(HashMap::new()),
             log_starts: RefCell::new(HashMap::new()),
+            lease: RefCell::new(None),
+            leaving: Cell::new(false),
             last_ack: Cell::new(None),
             active_publishers: Cell::new(0),
         }
@@ -475,6 +488,7 @@ impl Forwarder {
             }),
             Command::Drain { reply } => spawn(async move {
                 me.drain().await;
+                me.leave().await;
                 let _ = reply.send(());
             }),
         }
@@ -552,8 +566,18 @@ pub async fn run(
             }
         }
     }
+    let me = fwd.s.me.clone();
+    let (lease, owner) = match fwd.join(&me).await {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err(e.to_string()));
+            return;
+        }
+    };
+    *fwd.lease.borrow_mut() = Some(lease.clone());
     let _ = ready.send(Ok(()));
     tokio::task::spawn_local(fwd.clone().refresh_topics());
+    tokio::task::spawn_local(fwd.clone().keep_membership(me, lease, owner));
     while let Some(cmd) = rx.recv().await {
         stats.queued.fetch_sub(1, Ordering::Relaxed);
         fwd.dispatch(cmd);

@@ -14,6 +14,7 @@ pub mod envelope;
 pub mod filer_log;
 pub mod filer_offsets;
 pub mod log_start;
+pub mod membership;
 pub mod producer_ids;
 pub mod publisher;
 pub mod reads;

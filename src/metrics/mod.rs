@@ -113,6 +113,8 @@ pub struct ForwarderStats {
     pub streams_opened: AtomicU64,
     /// Reads below the cache sent to SeaweedMQ (FetchMessage).
     pub fetch_requests: AtomicU64,
+    /// Kelp nodes holding a lease over this SeaweedMQ (this one included).
+    pub live_nodes: AtomicI64,
 }
 
 /// Every shard's stats, readable from any thread.

@@ -144,6 +144,11 @@ fn render_forwarder(out: &mut String, f: &ForwarderStats) {
             "Bytes of produced batches forwarded to SeaweedMQ and not yet acknowledged.",
             f.inflight_bytes.load(Ordering::Relaxed),
         ),
+        (
+            "kelp_forwarder_live_nodes",
+            "Kelp nodes holding a lease over this SeaweedMQ, this one included.",
+            f.live_nodes.load(Ordering::Relaxed),
+        ),
     ];
     for (name, help, v) in gauges {
         header(out, name, "gauge", help);

@@ -91,10 +91,13 @@ fn probe_listen(addr: std::net::SocketAddr) -> anyhow::Result<std::net::TcpListe
 
 /// Runs the broker until every shard exits (normally never).
 pub fn run(mut config: Config) -> anyhow::Result<()> {
+    // First, before any thread exists: a thread started earlier would not block SIGTERM, and
+    // the kernel may hand the signal to it, which kills the process on the spot (no drain,
+    // no clean ring teardown).
+    shutdown::install().context("installing signal handling")?;
     malloc::tune();
     malloc::start_trimmer();
     let cores = shard_cores(&config)?;
-    shutdown::install().context("installing signal handling")?;
     // Fail clearly if the port is taken: SO_REUSEPORT alone would quietly share it with another
     // process. Port 0 picks a free port once, used by every shard.
     config

@@ -21,6 +21,7 @@ Every test uses its own fresh topic and group names, so tests do not depend on e
 """
 
 import contextlib
+import itertools
 import os
 import pathlib
 import signal
@@ -131,6 +132,11 @@ def default_cores():
     return "0-1" if n >= 2 else None
 
 
+# Kelps over one SeaweedMQ are nodes of one cluster and must not share a node id (a second
+# node with a live node's id is refused): every Broker of the suite gets its own.
+_next_node_id = itertools.count()
+
+
 class Broker:
     """A kelp process this suite runs; restart() keeps the data dir (and port)."""
 
@@ -146,6 +152,7 @@ class Broker:
         self.seaweed = seaweed
         self.port = free_port()
         self.extra_args = list(extra_args)
+        self.node_id = next(_next_node_id)
         self.proc = None
         self.log_path = os.path.join(data_dir, "kelp.log")
         self.log = open(self.log_path, "ab")
@@ -154,6 +161,13 @@ class Broker:
     @property
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def kafka_node_id(self):
+        """The --node-id this Kelp runs with (the first shard's id with --advertise-shards)."""
+        if "--node-id" in self.extra_args:
+            return int(self.extra_args[self.extra_args.index("--node-id") + 1])
+        return self.node_id if STORAGE == "seaweedmq" else 0
 
     def args(self):
         args = [
@@ -170,6 +184,8 @@ class Broker:
             args += ["--cores", cores]
         if self.shard_base_port:
             args += ["--advertise-shards", "--shard-base-port", str(self.shard_base_port)]
+        if STORAGE == "seaweedmq" and "--node-id" not in self.extra_args:
+            args += ["--node-id", str(self.node_id)]
         if STORAGE == "seaweedmq":
             args += ["--seaweedmq-master", self.seaweed.master,
                      # topics made outside Kelp show up in Metadata quickly

@@ -129,15 +129,17 @@ def test_each_shard_is_a_node_and_clients_skip_the_hop(started):
     topic, group = f"adv-{uuid.uuid4().hex[:8]}", f"adv-g-{uuid.uuid4().hex[:8]}"
     md, desc = produce_and_consume(s.broker.bootstrap, topic, group)
 
+    nid = s.broker.kafka_node_id  # shard i is node nid + i
     assert {b.id: (b.host, b.port) for b in md.brokers.values()} == \
-        {i: ("127.0.0.1", s.base + i) for i in range(SHARDS)}
-    assert md.controller_id == 0
+        {nid + i: ("127.0.0.1", s.base + i) for i in range(SHARDS)}
+    assert md.controller_id == nid
     leaders = {p: md.topics[topic].partitions[p].leader for p in range(PARTITIONS)}
-    assert leaders == {p: owner(topic, p, SHARDS) for p in range(PARTITIONS)}, leaders
+    assert leaders == {p: nid + owner(topic, p, SHARDS) for p in range(PARTITIONS)}, leaders
     for p in range(PARTITIONS):
         assert md.topics[topic].partitions[p].replicas == [leaders[p]]
     want = group_owner(group, SHARDS)
-    assert (desc.coordinator.id, desc.coordinator.port) == (want, s.base + want), desc.coordinator
+    assert (desc.coordinator.id, desc.coordinator.port) == (nid + want, s.base + want), \
+        desc.coordinator
 
     # Every produce, fetch and offset lookup reached its owning core directly.
     assert forwarded(s.mport) == 0

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -209,7 +210,8 @@ def test_delete_records_moves_a_log_start_every_kelp_honours(broker, seaweed):
         c.close()
         assert first == 20
     # Another Kelp over the same SeaweedMQ sees the same log start.
-    with conftest.running_broker(conftest.Broker, "kelp-second-", seaweed=seaweed) as other:
+    with conftest.running_broker(conftest.Broker, "kelp-second-", ["--node-id", "7"],
+                                 seaweed=seaweed) as other:
         assert low_high(other.bootstrap, topic) == (20, 50)
 
 
@@ -233,7 +235,8 @@ def test_topic_configs_live_on_the_filer_for_every_kelp(broker, seaweed):
     assert {k: topic_configs(broker.bootstrap, topic)[k] for k in want} == want
     broker.restart()
     assert {k: topic_configs(broker.bootstrap, topic)[k] for k in want} == want
-    with conftest.running_broker(conftest.Broker, "kelp-second-", seaweed=seaweed) as other:
+    with conftest.running_broker(conftest.Broker, "kelp-second-", ["--node-id", "7"],
+                                 seaweed=seaweed) as other:
         other_admin = AdminClient({"bootstrap.servers": other.bootstrap})
         # Found on first use (Metadata), with the overrides from the filer.
         other_admin.list_topics(topic, timeout=15)
@@ -266,7 +269,8 @@ def init_producer_ids(bs, n):
 def test_producer_ids_are_unique_across_kelps_and_restarts(broker, seaweed):
     """Producer ids come in blocks from a counter on the filer, moved under a filer lock:
     two Kelps over one SeaweedMQ never hand out the same id, nor one Kelp after a restart."""
-    with conftest.running_broker(conftest.Broker, "kelp-second-", seaweed=seaweed) as other:
+    with conftest.running_broker(conftest.Broker, "kelp-second-", ["--node-id", "7"],
+                                 seaweed=seaweed) as other:
         ids, errors = [], []
 
         def take(bs):
@@ -298,7 +302,8 @@ def test_retention_moves_the_log_start_a_flushed_file_at_a_time(seaweed):
     whole flushed log files (SeaweedMQ's segments), oldest first, never past records that
     are not old enough. Files: records stamped 2 h ago, then 1 h ago, then now."""
     with conftest.running_broker(conftest.Broker, "kelp-retention-",
-                                 ["--retention-check-ms", "300"], seaweed=seaweed) as b:
+                                 ["--retention-check-ms", "300", "--node-id", "8"],
+                                 seaweed=seaweed) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         topic = f"smq-ret-{uuid.uuid4().hex[:8]}"
         admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "600000"})])[
@@ -342,6 +347,62 @@ def test_retention_moves_the_log_start_a_flushed_file_at_a_time(seaweed):
         c.close()
         assert [o for o, _v in got] == list(range(40, 60))
         assert got[0][1].startswith(b"newv")
+
+
+def live_nodes(metrics_port):
+    fams = conftest.metric_families(conftest.scrape(metrics_port))
+    return conftest.sample_total(fams, "kelp_forwarder_live_nodes")
+
+
+def test_kelp_nodes_hold_leases_on_the_filer_and_see_each_other(broker, seaweed):
+    """Each Kelp over one SeaweedMQ registers and holds a filer lease; every node sees the
+    live set (with the suite's own Kelp). A node stopped cleanly leaves at once, one killed
+    (SIGKILL) when its lease expires; a node id already live elsewhere is refused; a node
+    restarted at the same address after a kill takes its id back."""
+    def wait_live(port, n, within):
+        deadline = time.time() + within
+        while time.time() < deadline:
+            if live_nodes(port) == n:
+                return time.time()
+            time.sleep(0.2)
+        pytest.fail(f"{live_nodes(port)} live nodes, expected {n}")
+
+    pa, pb = conftest.free_port(), conftest.free_port()
+    with conftest.running_broker(conftest.Broker, "kelp-node7-",
+                                 ["--node-id", "7", "--metrics-addr", f"127.0.0.1:{pa}"],
+                                 seaweed=seaweed) as a:
+        wait_live(pa, 2, 10)
+        with conftest.running_broker(conftest.Broker, "kelp-node9-",
+                                     ["--node-id", "9", "--metrics-addr", f"127.0.0.1:{pb}"],
+                                     seaweed=seaweed) as b:
+            wait_live(pa, 3, 10)
+            wait_live(pb, 3, 10)
+            # The same node id from another address: refused at start-up.
+            with tempfile.TemporaryDirectory(prefix="kelp-dup-") as d:
+                dup = conftest.Broker(d, ["--node-id", "9"], seaweed=seaweed)
+                proc = subprocess.Popen(dup.args(), stdout=dup.log, stderr=dup.log)
+                try:
+                    code = proc.wait(60)
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                    dup.log.close()
+                assert code != 0, "a second node with a live node's id must not start"
+                with open(dup.log_path, "rb") as f:
+                    assert b"is held by a live node" in f.read()
+            # Killed: gone from the others' view within the lease ttl (6 s) and a view period.
+            b.proc.kill()
+            b.proc.wait(10)
+            t0 = time.time()
+            took = wait_live(pa, 2, 15) - t0
+            print(f"killed node left the live set after {took:.1f} s")
+            # Restarted at the same address: waits out its earlier lease, then is back.
+            b.start()
+            wait_live(pa, 3, 20)
+        # Stopped cleanly: gone at once (it released its lease).
+        t0 = time.time()
+        took = wait_live(pa, 2, 5) - t0
+        print(f"stopped node left the live set after {took:.1f} s")
 
 
 def test_compressed_batches_are_stored_record_by_record(broker, seaweed):

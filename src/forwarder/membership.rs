@@ -1,0 +1,203 @@
+//! Kelp nodes over one SeaweedMQ: who is alive, kept on SeaweedFS itself (no consensus of
+//! Kelp's own). Each node writes its record to `/topics/kafka/.meta/kelp/nodes/<node id>`
+//! (`{"node_id":N,"host":"…","port":P}`) and holds the filer lease `kelp/node/<node id>`
+//! ([`LEASE_TTL`], renewed every [`RENEW_EVERY`]); a node is live while its lease is held.
+//! Every node reads the live set every [`VIEW_EVERY`] into `cluster::members`, so a node
+//! killed without a goodbye drops out within the lease's ttl, and one stopped cleanly at once
+//! (it releases its lease). Two live nodes cannot share a node id: a node whose id is held
+//! from another address refuses to start; a node restarted at the same address after a
+//! kill waits out its earlier lease. Runs on the forwarder thread.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use kelp_storage_client::filer;
+use kelp_storage_client::lock::{self, Acquired, Lease};
+use serde::{Deserialize, Serialize};
+
+use super::client::{storage, unavailable, Forwarder};
+use crate::cluster::members::LiveNode;
+use crate::error::KelpError;
+
+/// Filer directory of the node records.
+pub const ROOT: &str = "/topics/kafka/.meta/kelp/nodes";
+/// How long a node stays live without renewing its lease.
+pub const LEASE_TTL: Duration = Duration::from_secs(6);
+/// How often a node renews its lease (three tries within the ttl).
+const RENEW_EVERY: Duration = Duration::from_secs(2);
+/// How often a node reads the live set.
+const VIEW_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct Record {
+    node_id: i32,
+    host: String,
+    port: i32,
+}
+
+fn lock_name(node_id: i32) -> String {
+    format!("kelp/node/{node_id}")
+}
+
+/// This node as the forwarder registers it.
+#[derive(Debug, Clone)]
+pub struct Me {
+    /// Its node id (`--node-id`).
+    pub node_id: i32,
+    /// Its advertised host.
+    pub host: String,
+    /// Its advertised port.
+    pub port: i32,
+}
+
+impl Me {
+    /// The lease owner label: the address, then what tells this process from an earlier one
+    /// at the same address.
+    fn owner(&self, since_ms: i64) -> String {
+        format!(
+            "{} pid {} since {since_ms}",
+            self.address(),
+            std::process::id()
+        )
+    }
+
+    fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+impl Forwarder {
+    /// Registers this node and takes its lease (start-up). Waits up to the lease's ttl for an
+    /// earlier incarnation at the same address; fails when another address holds the id.
+    pub(super) async fn join(&self, me: &Me) -> Result<(Lease, String), KelpError> {
+        let since_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let owner = me.owner(since_ms);
+        let mut f = self.filer_client()?;
+        let body = serde_json::to_vec(&Record {
+            node_id: me.node_id,
+            host: me.host.clone(),
+            port: me.port,
+        })
+        .map_err(|e| storage("encoding the node record", e))?;
+        filer::write_file(&mut f, ROOT, &me.node_id.to_string(), body)
+            .await
+            .map_err(|e| storage("writing the node record", e))?;
+        let until = Instant::now() + LEASE_TTL + Duration::from_secs(2);
+        let mut waited = false;
+        loop {
+            match lock::acquire(&mut f, &lock_name(me.node_id), &owner, LEASE_TTL).await {
+                Ok(Acquired::Held(lease)) => {
+                    tracing::info!(node_id = me.node_id, address = %me.address(), generation = lease.generation, "joined the Kelp nodes over SeaweedMQ");
+                    return Ok((lease, owner));
+                }
+                Ok(Acquired::Busy(by))
+                    if by.starts_with(&format!("{} ", me.address())) && Instant::now() < until =>
+                {
+                    if !waited {
+                        tracing::info!(node_id = me.node_id, holder = %by, "waiting for this node's earlier lease to expire");
+                        waited = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Ok(Acquired::Busy(by)) => {
+                    return Err(storage(
+                        "node registration",
+                        format!("node id {} is held by a live node ({by}): give each Kelp its own --node-id", me.node_id),
+                    ))
+                }
+                Err(e) => return Err(unavailable("node lease", e)),
+            }
+        }
+    }
+
+    /// Keeps this node's lease and the view of live nodes, until the forwarder stops.
+    pub(super) async fn keep_membership(self: Rc<Self>, me: Me, mut lease: Lease, owner: String) {
+        let mut renew = tokio::time::interval(RENEW_EVERY);
+        let mut view = tokio::time::interval(VIEW_EVERY);
+        loop {
+            tokio::select! {
+                _ = renew.tick() => {
+                    if self.leaving.get() {
+                        return;
+                    }
+                    if let Err(e) = self.renew_lease(&me, &mut lease, &owner).await {
+                        tracing::error!(node_id = me.node_id, error = %e, "node lease not renewed");
+                    }
+                    *self.lease.borrow_mut() = Some(lease.clone());
+                }
+                _ = view.tick() => match self.live_nodes().await {
+                    Ok(nodes) => {
+                        self.stats.live_nodes.store(nodes.len() as i64, std::sync::atomic::Ordering::Relaxed);
+                        self.cluster.members.set(nodes);
+                    }
+                    Err(e) => tracing::debug!(error = %e, "live nodes not read"),
+                },
+            }
+        }
+    }
+
+    /// Renews the lease; a lost one (expired while the filer could not be reached, or the
+    /// filer forgot it) is taken again when free.
+    async fn renew_lease(&self, me: &Me, lease: &mut Lease, owner: &str) -> Result<(), KelpError> {
+        let mut f = self.filer_client()?;
+        match lock::renew(&mut f, lease, owner, LEASE_TTL).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                tracing::warn!(node_id = me.node_id, error = %e, "node lease lost; taking it again");
+                match lock::acquire(&mut f, &lock_name(me.node_id), owner, LEASE_TTL).await {
+                    Ok(Acquired::Held(l)) => {
+                        *lease = l;
+                        Ok(())
+                    }
+                    Ok(Acquired::Busy(by)) => Err(storage("node lease", format!("taken by {by}"))),
+                    Err(e) => Err(unavailable("node lease", e)),
+                }
+            }
+        }
+    }
+
+    /// The nodes whose lease is held now, by node id.
+    async fn live_nodes(&self) -> Result<Vec<LiveNode>, KelpError> {
+        let mut f = self.filer_client()?;
+        let mut out = Vec::new();
+        for e in filer::list(&mut f, ROOT)
+            .await
+            .map_err(|e| storage("listing nodes", e))?
+        {
+            let Ok(r) = serde_json::from_slice::<Record>(&e.content) else {
+                continue;
+            };
+            let live = lock::owner(&mut f, &lock_name(r.node_id))
+                .await
+                .map_err(|e| storage("node lease owner", e))?
+                .is_some();
+            if live {
+                out.push(LiveNode {
+                    node_id: r.node_id,
+                    host: r.host,
+                    port: r.port,
+                });
+            }
+        }
+        out.sort_by_key(|n| n.node_id);
+        Ok(out)
+    }
+
+    /// Gives the lease up (clean stop): the other nodes see this one leave at once.
+    pub(super) async fn leave(&self) {
+        self.leaving.set(true);
+        let Some(lease) = self.lease.borrow_mut().take() else {
+            return;
+        };
+        match self.filer_client() {
+            Ok(mut f) => {
+                if let Err(e) = lock::release(&mut f, &lease).await {
+                    tracing::debug!(error = %e, "node lease not released; it expires");
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "node lease not released; it expires"),
+        }
+    }
+}
