@@ -18,7 +18,6 @@ pub const ROOT: &str = "/topics/kafka/.meta/kelp/log_start";
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
 struct Stored {
     log_start: i64,
-    topic_id: String,
 }
 
 fn dir(topic: &str) -> String {
@@ -28,14 +27,7 @@ fn dir(topic: &str) -> String {
 /// The log start a file holds for the topic incarnation `id` (0 for another incarnation or
 /// a file that does not decode: it is not this topic's).
 fn decode(body: &[u8], id: uuid::Uuid) -> i64 {
-    match serde_json::from_slice::<Stored>(body) {
-        Ok(s) if s.topic_id == id.to_string() => s.log_start.max(0),
-        Ok(_) => 0,
-        Err(e) => {
-            tracing::warn!(error = %e, "undecodable log start file ignored");
-            0
-        }
-    }
+    super::tied::decode::<Stored>(body, id, "log start").map_or(0, |s| s.log_start.max(0))
 }
 
 impl Forwarder {
@@ -77,11 +69,8 @@ impl Forwarder {
             .lookup_topic(topic)
             .await?
             .ok_or(KelpError::UnknownTopicOrPartition)?;
-        let body = serde_json::to_vec(&Stored {
-            log_start: offset,
-            topic_id: info.id.to_string(),
-        })
-        .map_err(|e| storage("encoding a log start", e))?;
+        let body = super::tied::encode(Stored { log_start: offset }, info.id)
+            .map_err(|e| storage("encoding a log start", e))?;
         let mut f = self.filer_client()?;
         filer::write_file(&mut f, &dir(topic), &k.to_string(), body)
             .await
@@ -107,19 +96,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_log_start_belongs_to_one_topic_incarnation() {
+    fn the_file_keeps_the_format_other_nodes_read() {
         let id = uuid::Uuid::from_u128(7);
-        let body = serde_json::to_vec(&Stored {
-            log_start: 42,
-            topic_id: id.to_string(),
-        })
-        .unwrap();
-        assert_eq!(decode(&body, id), 42);
-        assert_eq!(decode(&body, uuid::Uuid::from_u128(8)), 0);
-        assert_eq!(decode(b"{not json", id), 0);
+        let body = super::super::tied::encode(Stored { log_start: 42 }, id).unwrap();
         assert_eq!(
             std::str::from_utf8(&body).unwrap(),
-            r#"{"log_start":42,"topic_id":"00000000-0000-0000-0000-000000000007"}"#
+            r#"{"topic_id":"00000000-0000-0000-0000-000000000007","log_start":42}"#
         );
+        assert_eq!(decode(&body, id), 42);
+        assert_eq!(decode(&body, uuid::Uuid::from_u128(8)), 0);
     }
 }

@@ -19,6 +19,7 @@ pub mod producer_ids;
 pub mod publisher;
 pub mod reads;
 pub mod records;
+pub mod tied;
 pub mod topic_configs;
 pub mod topics;
 

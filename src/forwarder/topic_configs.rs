@@ -19,21 +19,14 @@ pub const ROOT: &str = "/topics/kafka/.meta/kelp/topic_configs";
 
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
 struct Stored {
-    topic_id: String,
     configs: BTreeMap<String, String>,
 }
 
 /// The overrides a file holds for the topic incarnation `id` (none for another incarnation
 /// or a file that does not decode).
 fn decode(body: &[u8], id: uuid::Uuid) -> BTreeMap<String, String> {
-    match serde_json::from_slice::<Stored>(body) {
-        Ok(s) if s.topic_id == id.to_string() => s.configs,
-        Ok(_) => BTreeMap::new(),
-        Err(e) => {
-            tracing::warn!(error = %e, "undecodable topic config file ignored");
-            BTreeMap::new()
-        }
-    }
+    super::tied::decode::<Stored>(body, id, "topic configs")
+        .map_or_else(BTreeMap::new, |s| s.configs)
 }
 
 impl Forwarder {
@@ -57,10 +50,12 @@ impl Forwarder {
         id: uuid::Uuid,
         configs: &BTreeMap<String, String>,
     ) -> Result<(), KelpError> {
-        let body = serde_json::to_vec(&Stored {
-            topic_id: id.to_string(),
-            configs: configs.clone(),
-        })
+        let body = super::tied::encode(
+            Stored {
+                configs: configs.clone(),
+            },
+            id,
+        )
         .map_err(|e| storage("encoding topic configs", e))?;
         let mut f = self.filer_client()?;
         filer::write_file(&mut f, ROOT, name, body)
@@ -98,10 +93,12 @@ mod tests {
     fn configs_belong_to_one_topic_incarnation() {
         let id = uuid::Uuid::from_u128(3);
         let configs = BTreeMap::from([("retention.ms".to_string(), "1000".to_string())]);
-        let body = serde_json::to_vec(&Stored {
-            topic_id: id.to_string(),
-            configs: configs.clone(),
-        })
+        let body = super::super::tied::encode(
+            Stored {
+                configs: configs.clone(),
+            },
+            id,
+        )
         .unwrap();
         assert_eq!(decode(&body, id), configs);
         assert!(decode(&body, uuid::Uuid::from_u128(4)).is_empty());
