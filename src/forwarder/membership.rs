@@ -1,8 +1,8 @@
 //! Kelp nodes over one SeaweedMQ: who is alive, kept on SeaweedFS itself (no consensus of
 //! Kelp's own). Each node writes its record to `/topics/kafka/.meta/kelp/nodes/<node id>`
 //! (`{"node_id":N,"host":"…","port":P}`) and holds the filer lease `kelp/node/<node id>`
-//! ([`LEASE_TTL`], renewed every [`RENEW_EVERY`]); a node is live while its lease is held.
-//! Every node reads the live set every [`VIEW_EVERY`] into `cluster::members`, so a node
+//! ([`LEASE_TTL`], renewed every 2 s); a node is live while its lease is held.
+//! Every node reads the live set every second into `cluster::members`, so a node
 //! killed without a goodbye drops out within the lease's ttl, and one stopped cleanly at once
 //! (it releases its lease). Two live nodes cannot share a node id: a node whose id is held
 //! from another address refuses to start; a node restarted at the same address after a
