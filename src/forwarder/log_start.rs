@@ -37,14 +37,23 @@ impl Forwarder {
         if let Some(&v) = self.log_starts.borrow().get(&(topic.to_string(), k)) {
             return Ok(v);
         }
-        let Some(info) = self.lookup_topic(topic).await? else {
-            return Ok(0);
-        };
+        match self.lookup_topic(topic).await? {
+            Some(info) => self.read_log_start(topic, k, info.id).await,
+            None => Ok(0),
+        }
+    }
+
+    /// The partition's log start for the topic incarnation `id`: kept, else read from the
+    /// filer and kept.
+    async fn read_log_start(&self, topic: &str, k: i32, id: uuid::Uuid) -> Result<i64, KelpError> {
+        if let Some(&v) = self.log_starts.borrow().get(&(topic.to_string(), k)) {
+            return Ok(v);
+        }
         let mut f = self.filer_client()?;
         let body = filer::read_file(&mut f, &dir(topic), &k.to_string())
             .await
             .map_err(|e| storage("reading a log start", e))?;
-        let v = body.map_or(0, |b| decode(&b, info.id));
+        let v = body.map_or(0, |b| decode(&b, id));
         // A concurrent set wins over what was read before it.
         Ok(*self
             .log_starts
@@ -61,14 +70,14 @@ impl Forwarder {
         k: i32,
         offset: i64,
     ) -> Result<i64, KelpError> {
-        let current = self.log_start(topic, k).await?;
-        if offset <= current {
-            return Ok(current);
-        }
         let info = self
             .lookup_topic(topic)
             .await?
             .ok_or(KelpError::UnknownTopicOrPartition)?;
+        let current = self.read_log_start(topic, k, info.id).await?;
+        if offset <= current {
+            return Ok(current);
+        }
         let body = super::tied::encode(Stored { log_start: offset }, info.id)
             .map_err(|e| storage("encoding a log start", e))?;
         let mut f = self.filer_client()?;

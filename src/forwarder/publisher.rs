@@ -277,8 +277,8 @@ impl State {
             Payload::Stamped(d) => d,
             Payload::Pending(p) => self
                 .clock
-                // Not learned: a clock ahead of every stamp SeaweedMQ can hold keeps order.
-                .get_or_insert_with(|| Clock::after(now_ns.saturating_add(records::AHEAD_NS)))
+                // Not learned yet.
+                .get_or_insert_with(|| Clock::unknown(now_ns))
                 .stamp(&p, now_ns),
         };
         m.data = Payload::Stamped(data.clone());
@@ -555,9 +555,7 @@ async fn pump(
 }
 
 /// The partition's SeaweedMQ clock: the stamp of its last stored message (high water mark
-/// `hwm`), read back. When it cannot be read, a clock ahead of any stamp SeaweedMQ can hold
-/// (Kelp never stamps past its own time plus [`records::AHEAD_NS`]): order is kept, and
-/// the records of the next second are wrapped rather than stored plain.
+/// `hwm`), read back; [`Clock::unknown`] when it cannot be read.
 async fn learn_clock(fwd: &Forwarder, topic: &str, k: i32, hwm: i64) -> Clock {
     if hwm <= 0 {
         return Clock::after(0);
@@ -566,7 +564,7 @@ async fn learn_clock(fwd: &Forwarder, topic: &str, k: i32, hwm: i64) -> Clock {
         Ok(ns) => Clock::after(ns),
         Err(e) => {
             tracing::info!(topic, partition = k, error = %e, "last SeaweedMQ timestamp unreadable; starting the clock ahead");
-            Clock::after(broker::now_ns().saturating_add(records::AHEAD_NS))
+            Clock::unknown(broker::now_ns())
         }
     }
 }

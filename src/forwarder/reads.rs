@@ -59,6 +59,27 @@ where
     Err(last.unwrap_or_else(|| unavailable(what, "no answer before the deadline")))
 }
 
+/// A FetchMessage of the partition at `pl` from `start` (the broker answers at once: Kelp
+/// does the long polling).
+fn fetch_request(
+    pl: &Placement,
+    start: i64,
+    max_bytes: i32,
+    max_messages: i32,
+) -> tonic::Request<FetchMessageRequest> {
+    request(FetchMessageRequest {
+        topic: Some(pl.topic.clone()),
+        partition: Some(pl.partition),
+        start_offset: start,
+        max_bytes,
+        max_messages,
+        max_wait_ms: 0,
+        min_bytes: 0,
+        consumer_group: String::new(),
+        consumer_id: "kelp".into(),
+    })
+}
+
 impl Forwarder {
     /// [`Forwarder::range`], retried while SeaweedMQ cannot answer, until `deadline`.
     pub async fn range_until(
@@ -134,17 +155,12 @@ impl Forwarder {
             }
             let resp = self
                 .broker(&pl.leader)?
-                .fetch_message(request(FetchMessageRequest {
-                    topic: Some(pl.topic.clone()),
-                    partition: Some(pl.partition),
-                    start_offset: offset,
+                .fetch_message(fetch_request(
+                    &pl,
+                    offset,
                     max_bytes,
-                    max_messages: (end - offset).clamp(1, 10_000) as i32,
-                    max_wait_ms: 0,
-                    min_bytes: 0,
-                    consumer_group: String::new(),
-                    consumer_id: "kelp".into(),
-                }))
+                    (end - offset).clamp(1, 10_000) as i32,
+                ))
                 .await;
             match resp {
                 Ok(r) => {
@@ -210,17 +226,7 @@ impl Forwarder {
         }
         let r = self
             .broker(&pl.leader)?
-            .fetch_message(request(FetchMessageRequest {
-                topic: Some(pl.topic.clone()),
-                partition: Some(pl.partition),
-                start_offset: last,
-                max_bytes: 1 << 20,
-                max_messages: 1,
-                max_wait_ms: 0,
-                min_bytes: 0,
-                consumer_group: String::new(),
-                consumer_id: "kelp".into(),
-            }))
+            .fetch_message(fetch_request(&pl, last, 1 << 20, 1))
             .await
             .map_err(|s| storage("FetchMessage", s))?
             .into_inner();

@@ -23,7 +23,7 @@ const NS_PER_MS: i64 = 1_000_000;
 /// How far ahead of this host's clock a record's timestamp may set a partition's clock.
 /// Beyond it, a producer with a clock running ahead would force every later record into an
 /// envelope until real time catches up.
-pub const AHEAD_NS: i64 = 1_000_000_000;
+const AHEAD_NS: i64 = 1_000_000_000;
 /// How far behind this host's clock a record whose own timestamp cannot be used may be put:
 /// such a record is stamped right after the one before it, so the clock does not jump to
 /// the present and push the next records (a little older than now) into envelopes, but not
@@ -84,6 +84,13 @@ impl Clock {
     /// A clock after the partition's last stored message, stamped `last_ns`.
     pub fn after(last_ns: i64) -> Clock {
         Clock { last_ns }
+    }
+
+    /// A clock for a partition whose last stamp is unknown: ahead of any stamp Kelp can have
+    /// stored (never past its own time plus 1 s), so order is kept; records of the
+    /// next second are wrapped rather than stored plain.
+    pub fn unknown(now_ns: i64) -> Clock {
+        Clock::after(now_ns.saturating_add(AHEAD_NS))
     }
 
     /// The message that stores `p`, its timestamp after every earlier one; `now_ns` is this
