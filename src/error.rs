@@ -17,8 +17,8 @@ pub mod code {
     pub const CORRUPT_MESSAGE: i16 = 2;
     /// The topic or partition is not in the cluster metadata; clients refresh and retry.
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    /// The shard owning the partition is gone (shutting down): retriable, clients refresh
-    /// metadata.
+    /// The shard owning the partition is gone (shutting down), or another Kelp node leads
+    /// it: retriable, clients refresh metadata.
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
     /// The request's deadline passed, including a produce that waited on unreachable storage.
     pub const REQUEST_TIMED_OUT: i16 = 7;
@@ -31,8 +31,7 @@ pub mod code {
     /// The group was removed while the request waited on it: the client finds the
     /// coordinator again.
     pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    /// The group lives on another coordinator. Not sent today (every shard hands group
-    /// requests to the owning shard), kept so [`super::KelpError`] maps completely.
+    /// The group lives on another Kelp node: the client finds the coordinator again.
     pub const NOT_COORDINATOR: i16 = 16;
     /// A topic name Kafka would refuse (empty, `.`/`..`, too long, other characters).
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
@@ -158,10 +157,17 @@ pub enum KelpError {
     /// The group was removed while the request waited on it.
     #[error("the group coordinator is not available")]
     CoordinatorNotAvailable,
-    /// The group lives on another coordinator (not raised today; see
-    /// [`code::NOT_COORDINATOR`]).
-    #[error("this shard is not the coordinator of the group")]
+    /// The coordinator is still reading what it needs (a group's offsets, producer ids).
+    #[error("the coordinator is loading")]
+    CoordinatorLoadInProgress,
+    /// The group lives on another coordinator (another Kelp node over SeaweedMQ): the
+    /// client looks the coordinator up again.
+    #[error("this node is not the coordinator of the group")]
     NotCoordinator,
+    /// The partition is led by another Kelp node (or its lease is moving): the client
+    /// refreshes its metadata.
+    #[error("this node is not the leader of the partition")]
+    NotLeaderOrFollower,
     /// A group request from an older generation.
     #[error("the generation id is not the group's current generation")]
     IllegalGeneration,
@@ -252,6 +258,8 @@ impl KelpError {
             RequestTimedOut => code::REQUEST_TIMED_OUT,
             CoordinatorNotAvailable => code::COORDINATOR_NOT_AVAILABLE,
             NotCoordinator => code::NOT_COORDINATOR,
+            CoordinatorLoadInProgress => code::COORDINATOR_LOAD_IN_PROGRESS,
+            NotLeaderOrFollower => code::NOT_LEADER_OR_FOLLOWER,
             IllegalGeneration => code::ILLEGAL_GENERATION,
             InconsistentGroupProtocol => code::INCONSISTENT_GROUP_PROTOCOL,
             InvalidGroupId => code::INVALID_GROUP_ID,

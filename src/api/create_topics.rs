@@ -8,7 +8,7 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::CreateTopicsRequest;
 
 use super::{encoded, sb, RequestContext};
-use crate::cluster::nodes::Nodes;
+use crate::cluster::nodes::Node;
 use crate::cluster::topic_config::TOPIC_CONFIGS;
 use crate::cluster::TopicMeta;
 use crate::error::{code, ConnectionError, KelpError};
@@ -17,7 +17,7 @@ use crate::protocol::Response;
 /// Partition count of a request, after checking manual assignments name only this broker.
 fn partition_count(
     t: &kafka_protocol::messages::create_topics_request::CreatableTopic,
-    nodes: &Nodes,
+    nodes: &[Node],
 ) -> Result<i32, KelpError> {
     if t.assignments.is_empty() {
         return Ok(t.num_partitions);
@@ -33,7 +33,7 @@ fn partition_count(
                 "assignments must cover 0..n in order".into(),
             ));
         }
-        if a.broker_ids.len() != 1 || !nodes.contains(a.broker_ids[0].0) {
+        if a.broker_ids.len() != 1 || !nodes.iter().any(|n| n.id == a.broker_ids[0].0) {
             return Err(KelpError::InvalidReplicationFactor(
                 a.broker_ids.len() as i16
             ));
@@ -81,7 +81,7 @@ pub async fn handle(
         } else {
             -1
         };
-        let created = match partition_count(&t, &cluster.nodes) {
+        let created = match partition_count(&t, &cluster.brokers()) {
             Ok(n) => {
                 ctx.shard
                     .create_topic(&name, n, rf, configs, req.validate_only)

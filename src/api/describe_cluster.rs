@@ -20,11 +20,10 @@ pub fn handle(
     resp.error_code = code::NONE;
     resp.endpoint_type = req.endpoint_type;
     resp.cluster_id = sb(c.cluster_id.clone());
-    resp.controller_id = BrokerId(c.nodes.controller().id);
+    resp.controller_id = BrokerId(c.controller().id);
     resp.cluster_authorized_operations = i32::MIN;
     resp.brokers = c
-        .nodes
-        .all()
+        .brokers()
         .iter()
         .map(|n| {
             DescribeClusterBroker::default()

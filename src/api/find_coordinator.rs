@@ -1,7 +1,8 @@
 //! FindCoordinator (key 10, v0-v6): each group belongs to one shard. By default this broker
 //! is the coordinator of every group and requests for a group are forwarded to its shard
 //! (`shard/`); with `--advertise-shards` the answer names the owning shard's own node, so
-//! the group's requests arrive on its core.
+//! the group's requests arrive on its core. Several Kelp nodes over SeaweedMQ spread the
+//! groups over the live nodes (`cluster::leaders`).
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -41,7 +42,7 @@ pub fn handle(
                 let mut c = Coordinator::default().with_key(k.clone());
                 match check_key(k.as_str(), req.key_type) {
                     Ok(()) => {
-                        let n = cluster.nodes.coordinator(k.as_str());
+                        let n = cluster.coordinator(k.as_str());
                         c.node_id = BrokerId(n.id);
                         c.host = sb(n.host.clone());
                         c.port = n.port;
@@ -61,7 +62,7 @@ pub fn handle(
     } else {
         match check_key(req.key.as_str(), req.key_type) {
             Ok(()) => {
-                let n = cluster.nodes.coordinator(req.key.as_str());
+                let n = cluster.coordinator(req.key.as_str());
                 resp.error_code = code::NONE;
                 resp.node_id = BrokerId(n.id);
                 resp.host = sb(n.host.clone());

@@ -1,6 +1,7 @@
 //! Metadata (key 3, v0-v12): the advertised nodes (this broker as one node, or one per shard
-//! with `--advertise-shards`) and each partition's leader among them; unknown topics are
-//! auto-created when the request and the broker allow it.
+//! with `--advertise-shards`; every live Kelp node over SeaweedMQ) and each partition's
+//! leader and leader epoch among them (`cluster::leaders`); unknown topics are auto-created
+//! when the request and the broker allow it.
 
 use std::sync::Arc;
 
@@ -10,12 +11,11 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest};
 
 use super::{encoded, sb, topic_name, RequestContext};
-use crate::cluster::nodes::Nodes;
-use crate::cluster::TopicMeta;
+use crate::cluster::{Cluster, TopicMeta};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
-fn topic_entry(meta: &TopicMeta, nodes: &Nodes) -> MetadataResponseTopic {
+fn topic_entry(meta: &TopicMeta, cluster: &Cluster) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     t.error_code = code::NONE;
     t.name = Some(topic_name(meta.name.clone()));
@@ -23,11 +23,12 @@ fn topic_entry(meta: &TopicMeta, nodes: &Nodes) -> MetadataResponseTopic {
     t.topic_authorized_operations = i32::MIN;
     t.partitions = (0..meta.partitions)
         .map(|i| {
-            let node = nodes.leader(&meta.name, i).id;
+            let (leader, epoch) = cluster.leader(&meta.name, i);
+            let node = leader.id;
             let mut p = MetadataResponsePartition::default();
             p.partition_index = i;
             p.leader_id = BrokerId(node);
-            p.leader_epoch = 0;
+            p.leader_epoch = epoch;
             p.replica_nodes = vec![BrokerId(node)];
             p.isr_nodes = vec![BrokerId(node)];
             p
@@ -52,7 +53,6 @@ pub async fn handle(
 ) -> Result<Response, ConnectionError> {
     let v = ctx.header.api_version;
     let cluster = &ctx.shard.cluster;
-    let nodes = &cluster.nodes;
     // v0 asks for all topics with an empty list; later versions with null. Before v4 there
     // is no flag and the broker's auto-create setting alone decides.
     let requested = match req.topics {
@@ -65,7 +65,7 @@ pub async fn handle(
             let snap = cluster.snapshot();
             let mut all: Vec<&Arc<TopicMeta>> = snap.topics.values().collect();
             all.sort_by(|a, b| a.name.cmp(&b.name));
-            all.into_iter().map(|m| topic_entry(m, nodes)).collect()
+            all.into_iter().map(|m| topic_entry(m, cluster)).collect()
         }
         Some(ts) => {
             let mut out = Vec::with_capacity(ts.len());
@@ -73,7 +73,7 @@ pub async fn handle(
                 out.push(match &t.name {
                     Some(name) => {
                         match ctx.shard.topic_or_create(name.0.as_str(), allow_auto).await {
-                            Ok(Some(m)) => topic_entry(&m, nodes),
+                            Ok(Some(m)) => topic_entry(&m, cluster),
                             Ok(None) => error_entry(
                                 Some(name.0.as_str()),
                                 t.topic_id,
@@ -83,7 +83,7 @@ pub async fn handle(
                         }
                     }
                     None => match cluster.snapshot().by_id.get(&t.topic_id) {
-                        Some(m) => topic_entry(m, nodes),
+                        Some(m) => topic_entry(m, cluster),
                         None => error_entry(None, t.topic_id, &KelpError::UnknownTopicId),
                     },
                 });
@@ -92,8 +92,8 @@ pub async fn handle(
         }
     };
     let mut resp = MetadataResponse::default();
-    resp.brokers = nodes
-        .all()
+    resp.brokers = cluster
+        .brokers()
         .iter()
         .map(|n| {
             MetadataResponseBroker::default()
@@ -103,7 +103,7 @@ pub async fn handle(
         })
         .collect();
     resp.cluster_id = Some(sb(cluster.cluster_id.clone()));
-    resp.controller_id = BrokerId(nodes.controller().id);
+    resp.controller_id = BrokerId(cluster.controller().id);
     resp.cluster_authorized_operations = i32::MIN;
     resp.topics = topics;
     encoded(Response::encode(&ctx.header, &resp))

@@ -4,8 +4,10 @@
 //! never lock. Writers (CreateTopics, DeleteTopics, auto-create) are serialised by a mutex and
 //! publish a new snapshot; partition state itself lives on the owning shards, not here.
 
+pub mod leaders;
 pub mod members;
 pub mod nodes;
+pub mod ownership;
 pub mod routing;
 pub mod topic_config;
 
@@ -78,6 +80,10 @@ pub struct Cluster {
     pub nodes: nodes::Nodes,
     /// The Kelp nodes alive over the same shared storage.
     pub members: members::Members,
+    /// The partitions this node leads ([`ownership`]).
+    pub ownership: ownership::Ownership,
+    /// This node's id (`--node-id`).
+    pub node_id: i32,
     /// Reported by Metadata and DescribeCluster (`--cluster-id`).
     pub cluster_id: String,
     /// Whether Metadata and Produce create unknown topics (`--auto-create-topics`).
@@ -124,6 +130,8 @@ impl Cluster {
             producer_blocks: Mutex::new(std::collections::VecDeque::new()),
             nodes: nodes::Nodes::new(config, shards),
             members: members::Members::default(),
+            ownership: ownership::Ownership::default(),
+            node_id: config.node_id,
             cluster_id: config.cluster_id.clone(),
             auto_create: config.auto_create_topics,
             default_partitions: config.default_partitions,

@@ -11,7 +11,7 @@ use super::routing;
 use crate::config::Config;
 
 /// One node as clients see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Node {
     /// Broker id.
     pub id: i32,

@@ -146,6 +146,8 @@ pub struct Forwarder {
     pub(super) routes: RefCell<HashMap<String, Route>>,
     /// One publisher task per partition, fed over its channel.
     pub(super) publishers: RefCell<HashMap<(String, i32), mpsc::UnboundedSender<Job>>>,
+    /// The publisher tasks, to wait for one to finish when its partition is given up.
+    pub(super) publisher_tasks: RefCell<HashMap<(String, i32), tokio::task::JoinHandle<()>>>,
     /// When SeaweedMQ last acknowledged a record.
     pub last_ack: Cell<Option<Instant>>,
     /// Publisher tasks running.
@@ -159,6 +161,12 @@ pub struct Forwarder {
     pub(super) lease: RefCell<Option<kelp_storage_client::lock::Lease>>,
     /// Set once the node leaves (clean stop): the lease is no longer renewed.
     pub(super) leaving: Cell<bool>,
+    /// Tells the ownership loop to give every partition up (clean stop).
+    pub(super) stop_owning: tokio::sync::Notify,
+    /// Fired by the ownership loop once it has given everything up.
+    pub(super) owning_stopped: tokio::sync::Notify,
+    /// Fired when the live nodes changed: the ownership loop runs a round at once.
+    pub(super) placement_moved: tokio::sync::Notify,
 }
 
 /// How long a deleted topic stays out of the topic refresh.
@@ -201,10 +209,14 @@ impl Forwarder {
             channels: RefCell::new(HashMap::new()),
             routes: RefCell::new(HashMap::new()),
             publishers: RefCell::new(HashMap::new()),
+            publisher_tasks: RefCell::new(HashMap::new()),
             deleted: RefCell::new(HashMap::new()),
             log_starts: RefCell::new(HashMap::new()),
             lease: RefCell::new(None),
             leaving: Cell::new(false),
+            stop_owning: tokio::sync::Notify::new(),
+            owning_stopped: tokio::sync::Notify::new(),
+            placement_moved: tokio::sync::Notify::new(),
             last_ack: Cell::new(None),
             active_publishers: Cell::new(0),
         }
@@ -375,6 +387,13 @@ impl Forwarder {
     /// Hands a publish to its partition's publisher, starting one when needed. Synchronous,
     /// so publishes reach a partition's stream in the order the shard sent them.
     fn publish(self: &Rc<Self>, topic: String, partition: i32, job: Job) {
+        // The fence: once this node gives a partition up (or its lease nears expiry) nothing
+        // more of it is sent, even what a shard let through just before. Checked here, on
+        // the thread that gives partitions up, so it orders with the give-up.
+        if let Err(e) = self.cluster.ownership.lead(&topic, partition) {
+            job.refuse(e);
+            return;
+        }
         let key = (topic, partition);
         let mut pubs = self.publishers.borrow_mut();
         let job = match pubs.get(&key) {
@@ -388,7 +407,8 @@ impl Forwarder {
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(job);
         pubs.insert(key.clone(), tx);
-        tokio::task::spawn_local(publisher::run(self.clone(), key.0, key.1, rx));
+        let task = tokio::task::spawn_local(publisher::run(self.clone(), key.0.clone(), key.1, rx));
+        self.publisher_tasks.borrow_mut().insert(key, task);
     }
 
     fn dispatch(self: &Rc<Self>, cmd: Command) {
@@ -486,9 +506,17 @@ impl Forwarder {
             Command::LoadOffsets { reply } => spawn(async move {
                 let _ = reply.send(me.load_offsets().await);
             }),
+            Command::LoadGroupOffsets { group, reply } => spawn(async move {
+                let _ = reply.send(me.load_group_offsets(&group).await);
+            }),
             Command::Drain { reply } => spawn(async move {
-                me.drain().await;
+                // This node leaves (its partitions first) as soon as nothing is in flight, so
+                // the other nodes take its partitions while it waits out the checkpoint.
+                while me.stats.inflight_bytes.load(Ordering::Relaxed) > 0 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
                 me.leave().await;
+                me.drain().await;
                 let _ = reply.send(());
             }),
         }
@@ -512,6 +540,7 @@ impl Forwarder {
         }
         let had = !self.publishers.borrow().is_empty();
         self.publishers.borrow_mut().clear();
+        self.publisher_tasks.borrow_mut().clear();
         while self.active_publishers.get() > 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -575,6 +604,14 @@ pub async fn run(
         }
     };
     *fwd.lease.borrow_mut() = Some(lease.clone());
+    // Ready once this node leads what placement gives it (one round of leases), so a lone
+    // node serves its partitions from its first request.
+    if let Err(e) = fwd.view().await {
+        tracing::warn!(error = %e, "live nodes not read at start");
+    }
+    let (first_round, led) = tokio::sync::oneshot::channel();
+    tokio::task::spawn_local(fwd.clone().keep_ownership(owner.clone(), first_round));
+    let _ = tokio::time::timeout(Duration::from_secs(10), led).await;
     let _ = ready.send(Ok(()));
     tokio::task::spawn_local(fwd.clone().refresh_topics());
     tokio::task::spawn_local(fwd.clone().keep_membership(me, lease, owner));

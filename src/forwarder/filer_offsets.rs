@@ -52,40 +52,48 @@ impl Forwarder {
     /// Reads every `<root>/<group>/<topic>/<partition>/offset` file.
     pub(super) async fn load_offsets(&self) -> Result<LoadedOffsets, KelpError> {
         let mut f = self.filer_client()?;
-        let err = |e| storage("reading group offsets", e);
         let mut out = Vec::new();
         for g in filer::list(&mut f, group_offsets::ROOT)
             .await
-            .map_err(err)?
+            .map_err(|e| storage("reading group offsets", e))?
         {
-            let gdir = format!("{}/{}", group_offsets::ROOT, g.name);
-            for t in filer::list(&mut f, &gdir).await.map_err(err)? {
-                let tdir = format!("{gdir}/{}", t.name);
-                for p in filer::list(&mut f, &tdir).await.map_err(err)? {
-                    let Ok(partition) = p.name.parse::<i32>() else {
-                        continue;
-                    };
-                    let pdir = format!("{tdir}/{}", p.name);
-                    let Some(body) = filer::read_file(&mut f, &pdir, group_offsets::FILE_NAME)
-                        .await
-                        .map_err(err)?
-                    else {
-                        continue;
-                    };
-                    match group_offsets::decode(&body) {
-                        Ok(s) => out.push((
-                            g.name.clone(),
-                            (t.name.clone(), partition),
-                            CommittedOffset {
-                                offset: s.offset,
-                                leader_epoch: -1,
-                                metadata: s.metadata,
-                                commit_timestamp_ms: s.committed_at_ms,
-                            },
-                        )),
-                        Err(e) => {
-                            tracing::warn!(path = %pdir, error = %e, "skipping an unreadable group offset")
-                        }
+            out.extend(self.load_group_offsets(&g.name).await?);
+        }
+        Ok(out)
+    }
+
+    /// Reads one group's `<root>/<group>/<topic>/<partition>/offset` files.
+    pub(super) async fn load_group_offsets(&self, group: &str) -> Result<LoadedOffsets, KelpError> {
+        let mut f = self.filer_client()?;
+        let err = |e| storage("reading group offsets", e);
+        let mut out = Vec::new();
+        let gdir = format!("{}/{}", group_offsets::ROOT, group);
+        for t in filer::list(&mut f, &gdir).await.map_err(err)? {
+            let tdir = format!("{gdir}/{}", t.name);
+            for p in filer::list(&mut f, &tdir).await.map_err(err)? {
+                let Ok(partition) = p.name.parse::<i32>() else {
+                    continue;
+                };
+                let pdir = format!("{tdir}/{}", p.name);
+                let Some(body) = filer::read_file(&mut f, &pdir, group_offsets::FILE_NAME)
+                    .await
+                    .map_err(err)?
+                else {
+                    continue;
+                };
+                match group_offsets::decode(&body) {
+                    Ok(s) => out.push((
+                        group.to_string(),
+                        (t.name.clone(), partition),
+                        CommittedOffset {
+                            offset: s.offset,
+                            leader_epoch: -1,
+                            metadata: s.metadata,
+                            commit_timestamp_ms: s.committed_at_ms,
+                        },
+                    )),
+                    Err(e) => {
+                        tracing::warn!(path = %pdir, error = %e, "skipping an unreadable group offset")
                     }
                 }
             }

@@ -1,7 +1,7 @@
 //! Kelp nodes over one SeaweedMQ: who is alive, kept on SeaweedFS itself (no consensus of
 //! Kelp's own). Each node writes its record to `/topics/kafka/.meta/kelp/nodes/<node id>`
 //! (`{"node_id":N,"host":"…","port":P}`) and holds the filer lease `kelp/node/<node id>`
-//! ([`LEASE_TTL`], renewed every 2 s); a node is live while its lease is held.
+//! ([`LEASE_TTL`], renewed every second); a node is live while its lease is held.
 //! Every node reads the live set every second into `cluster::members`, so a node
 //! killed without a goodbye drops out within the lease's ttl, and one stopped cleanly at once
 //! (it releases its lease). Two live nodes cannot share a node id: a node whose id is held
@@ -17,14 +17,15 @@ use serde::{Deserialize, Serialize};
 
 use super::client::{storage, unavailable, Forwarder};
 use crate::cluster::members::LiveNode;
+use crate::cluster::nodes::Node;
 use crate::error::KelpError;
 
 /// Filer directory of the node records.
 pub const ROOT: &str = "/topics/kafka/.meta/kelp/nodes";
 /// How long a node stays live without renewing its lease.
-pub const LEASE_TTL: Duration = Duration::from_secs(6);
+pub const LEASE_TTL: Duration = Duration::from_secs(4);
 /// How often a node renews its lease (three tries within the ttl).
-const RENEW_EVERY: Duration = Duration::from_secs(2);
+const RENEW_EVERY: Duration = Duration::from_secs(1);
 /// How often a node reads the live set.
 const VIEW_EVERY: Duration = Duration::from_secs(1);
 
@@ -33,6 +34,12 @@ struct Record {
     node_id: i32,
     host: String,
     port: i32,
+    /// The brokers it shows clients (one per shard with `--advertise-shards`).
+    #[serde(default)]
+    brokers: Vec<Node>,
+    /// The partitions it holds: (topic, partition, leader epoch).
+    #[serde(default)]
+    owns: Vec<(String, i32, i32)>,
 }
 
 fn lock_name(node_id: i32) -> String {
@@ -75,15 +82,7 @@ impl Forwarder {
             .map_or(0, |d| d.as_millis() as i64);
         let owner = me.owner(since_ms);
         let mut f = self.filer_client()?;
-        let body = serde_json::to_vec(&Record {
-            node_id: me.node_id,
-            host: me.host.clone(),
-            port: me.port,
-        })
-        .map_err(|e| storage("encoding the node record", e))?;
-        filer::write_file(&mut f, ROOT, &me.node_id.to_string(), body)
-            .await
-            .map_err(|e| storage("writing the node record", e))?;
+        self.write_owns(&[]).await?;
         let until = Instant::now() + LEASE_TTL + Duration::from_secs(2);
         let mut waited = false;
         loop {
@@ -112,6 +111,38 @@ impl Forwarder {
         }
     }
 
+    /// Writes this node's record: its addresses and the partitions it holds.
+    pub(super) async fn write_owns(&self, owns: &[(String, i32, i32)]) -> Result<(), KelpError> {
+        let me = &self.s.me;
+        let body = serde_json::to_vec(&Record {
+            node_id: me.node_id,
+            host: me.host.clone(),
+            port: me.port,
+            brokers: self.cluster.nodes.all().to_vec(),
+            owns: owns.to_vec(),
+        })
+        .map_err(|e| storage("encoding the node record", e))?;
+        let mut f = self.filer_client()?;
+        filer::write_file(&mut f, ROOT, &me.node_id.to_string(), body)
+            .await
+            .map_err(|e| storage("writing the node record", e))
+    }
+
+    /// Reads the live set once into `cluster::members`.
+    pub(super) async fn view(&self) -> Result<(), KelpError> {
+        let nodes = self.live_nodes().await?;
+        self.stats
+            .live_nodes
+            .store(nodes.len() as i64, std::sync::atomic::Ordering::Relaxed);
+        let before = self.cluster.members.version();
+        self.cluster.members.set(nodes);
+        if self.cluster.members.version() != before {
+            // A node joined or left: placement moves now, not at the next ownership round.
+            self.placement_moved.notify_one();
+        }
+        Ok(())
+    }
+
     /// Keeps this node's lease and the view of live nodes, until the forwarder stops.
     pub(super) async fn keep_membership(self: Rc<Self>, me: Me, mut lease: Lease, owner: String) {
         let mut renew = tokio::time::interval(RENEW_EVERY);
@@ -127,12 +158,8 @@ impl Forwarder {
                     }
                     *self.lease.borrow_mut() = Some(lease.clone());
                 }
-                _ = view.tick() => match self.live_nodes().await {
-                    Ok(nodes) => {
-                        self.stats.live_nodes.store(nodes.len() as i64, std::sync::atomic::Ordering::Relaxed);
-                        self.cluster.members.set(nodes);
-                    }
-                    Err(e) => tracing::debug!(error = %e, "live nodes not read"),
+                _ = view.tick() => if let Err(e) = self.view().await {
+                    tracing::debug!(error = %e, "live nodes not read");
                 },
             }
         }
@@ -178,6 +205,8 @@ impl Forwarder {
                     node_id: r.node_id,
                     host: r.host,
                     port: r.port,
+                    brokers: r.brokers,
+                    owns: r.owns.into_iter().map(|(t, k, e)| ((t, k), e)).collect(),
                 });
             }
         }
@@ -185,9 +214,24 @@ impl Forwarder {
         Ok(out)
     }
 
+    /// Gives every partition lease up (clean stop), once: the other nodes take the
+    /// partitions while this one is still live.
+    pub(super) async fn hand_over(&self) {
+        if self.leaving.replace(true) {
+            return;
+        }
+        self.stop_owning.notify_one();
+        if tokio::time::timeout(Duration::from_secs(5), self.owning_stopped.notified())
+            .await
+            .is_err()
+        {
+            tracing::warn!("partition leases not all released; they expire");
+        }
+    }
+
     /// Gives the lease up (clean stop): the other nodes see this one leave at once.
     pub(super) async fn leave(&self) {
-        self.leaving.set(true);
+        self.hand_over().await;
         let Some(lease) = self.lease.borrow_mut().take() else {
             return;
         };

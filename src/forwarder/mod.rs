@@ -15,6 +15,7 @@ pub mod filer_log;
 pub mod filer_offsets;
 pub mod log_start;
 pub mod membership;
+pub mod ownership;
 pub mod producer_ids;
 pub mod publisher;
 pub mod reads;
@@ -165,6 +166,11 @@ pub enum Command {
     },
     /// Load every group offset stored on the filer (start-up).
     LoadOffsets {
+        reply: oneshot::Sender<Result<LoadedOffsets, KelpError>>,
+    },
+    /// Load one group's offsets from the filer (a group that moved to this node).
+    LoadGroupOffsets {
+        group: String,
         reply: oneshot::Sender<Result<LoadedOffsets, KelpError>>,
     },
     /// Shutting down: answer once publishes are done and SeaweedMQ's offset checkpoint has
@@ -423,6 +429,13 @@ impl ForwarderHandle {
     /// Every group offset stored on the filer.
     pub async fn load_offsets(&self) -> Result<LoadedOffsets, KelpError> {
         self.call(|reply| Command::LoadOffsets { reply }).await
+    }
+
+    /// One group's offsets stored on the filer.
+    pub async fn load_group_offsets(&self, group: &str) -> Result<LoadedOffsets, KelpError> {
+        let group = group.to_string();
+        self.call(|reply| Command::LoadGroupOffsets { group, reply })
+            .await
     }
 }
 

@@ -75,6 +75,13 @@ impl Job {
             reply,
         }
     }
+
+    /// Answers every batch of the job with `err` without publishing it.
+    pub fn refuse(self, err: KelpError) {
+        let _ = self
+            .reply
+            .send(self.batches.iter().map(|_| Err(err.clone())).collect());
+    }
 }
 
 /// Progress of one Kafka batch.

@@ -189,6 +189,9 @@ impl Forwarder {
         self.drop_topic_configs(name).await?;
         self.invalidate(name);
         self.publishers.borrow_mut().retain(|(t, _), _| t != name);
+        self.publisher_tasks
+            .borrow_mut()
+            .retain(|(t, _), _| t != name);
         self.deleted
             .borrow_mut()
             .insert(name.to_string(), Instant::now());

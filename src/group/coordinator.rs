@@ -253,6 +253,19 @@ impl Coordinator {
         Ok(results)
     }
 
+    /// Reads a group's offsets again from the store shared by every node (the group moved
+    /// here).
+    pub async fn reload(&self, id: &str) -> Result<(), KelpError> {
+        self.offsets.reload(id).await
+    }
+
+    /// Drops a group that moved to another node: its members find the new coordinator (a
+    /// waiting join or sync is answered as a rebalance, and the rejoin is refused here).
+    pub fn forget(&self, id: &str) {
+        self.groups.borrow_mut().remove(id);
+        self.offsets.forget(id);
+    }
+
     /// Runs every group's timers; called periodically by the shard.
     pub fn tick(&self, now: Instant) {
         let mut groups = self.groups.borrow_mut();

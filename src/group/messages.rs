@@ -232,6 +232,23 @@ pub enum GroupRequest {
 }
 
 impl GroupRequest {
+    /// The reply refusing this request with a group-level `error`.
+    pub fn refuse(self, error: KelpError) -> GroupReply {
+        use GroupRequest::*;
+        match self {
+            Join(_, r) => GroupReply::Join(JoinResponse::failed(error, r.member_id)),
+            Sync(..) => GroupReply::Sync(SyncResponse::failed(error)),
+            Heartbeat(..) => GroupReply::Heartbeat(Err(error)),
+            Leave(..) => GroupReply::Leave(Err(error)),
+            Describe(_) => GroupReply::Describe(Err(error)),
+            List => GroupReply::List(Vec::new()),
+            Delete(_) => GroupReply::Delete(Err(error)),
+            Commit(..) => GroupReply::Commit(Err(error)),
+            Fetch(..) => GroupReply::Fetch(Err(error)),
+            DeleteOffsets(..) => GroupReply::DeleteOffsets(Err(error)),
+        }
+    }
+
     /// The group addressed, None for `List`.
     pub fn group_id(&self) -> Option<&str> {
         use GroupRequest::*;

@@ -55,6 +55,16 @@ pub trait OffsetStore {
 
     /// Groups with at least one committed offset.
     fn groups(&self) -> Vec<String>;
+
+    /// Reads `group`'s offsets again from where every node writes them (the group moved to
+    /// this node, and others committed meanwhile). Stores only this node writes: nothing.
+    fn reload(&self, _group: &str) -> LocalBoxFuture<'static, Result<(), KelpError>> {
+        Box::pin(ready(Ok(())))
+    }
+
+    /// Forgets what this node keeps of `group` without deleting it where it is stored (the
+    /// group moved to another node). Stores only this node writes: nothing.
+    fn forget(&self, _group: &str) {}
 }
 
 /// Offsets kept in memory only: lost on restart.

@@ -81,6 +81,9 @@ pub struct Partition {
     /// When the last append was reserved.
     pub last_append: Option<Instant>,
     producers: ProducerStates,
+    /// The leader epoch this state was built under: another tenure (the partition was led
+    /// by another node meanwhile) starts from fresh state.
+    pub epoch: i32,
 }
 
 impl Partition {
@@ -99,6 +102,7 @@ impl Partition {
             max_timestamp: (-1, -1),
             last_append: None,
             producers: ProducerStates::default(),
+            epoch: 0,
         }
     }
 

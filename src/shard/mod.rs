@@ -8,6 +8,7 @@
 //! what lies behind the cache, `group/` for coordination and `cluster/` for the shared
 //! metadata snapshot.
 
+mod lead;
 pub mod ops;
 pub mod storage;
 pub mod topics;
@@ -55,6 +56,8 @@ pub struct Shard {
     pub connections: Cell<usize>,
     /// The consumer groups this shard coordinates.
     pub groups: Coordinator,
+    /// Groups whose offsets were read since they last moved here (several nodes only).
+    fresh_groups: RefCell<std::collections::HashSet<String>>,
     /// Counters and latencies exported on `--metrics-addr`.
     pub stats: Arc<ShardStats>,
     /// The storage engine behind the caches, chosen at start-up.
@@ -87,6 +90,7 @@ impl Shard {
             peers,
             connections: Cell::new(0),
             engine,
+            fresh_groups: RefCell::new(std::collections::HashSet::new()),
             groups: Coordinator::new(
                 GroupConfig {
                     initial_rebalance_delay: Duration::from_millis(
@@ -154,7 +158,9 @@ impl Shard {
         partition: i32,
         meta: &crate::cluster::TopicMeta,
     ) -> Partition {
-        Partition::new(meta.id, self.engine.open(topic, partition, meta))
+        let mut p = Partition::new(meta.id, self.engine.open(topic, partition, meta));
+        p.epoch = self.cluster.ownership.lead(topic, partition).unwrap_or(-1);
+        p
     }
 
     /// Accounts `added` cache bytes of a partition and enforces the cache budget.
@@ -384,7 +390,7 @@ impl Shard {
     /// Sends a group request to shard `shard` (this one included) and awaits its reply.
     pub async fn group_call_on(&self, shard: usize, req: GroupRequest) -> GroupReply {
         if shard == self.id {
-            return self.groups.handle(req).await;
+            return self.serve_group(req).await;
         }
         let (tx, rx) = oneshot::channel();
         if self
@@ -404,11 +410,17 @@ impl Shard {
         self.group_call_on(shard, req).await
     }
 
-    /// Drives the timers of this shard's groups, forever.
+    /// Drives the timers of this shard's groups, and drops the state of partitions another
+    /// node took over, forever.
     pub async fn run_group_timers(self: Rc<Self>) {
+        let (mut led, mut placed) = (0, 0);
         loop {
             glommio::timer::sleep(GROUP_TICK).await;
             self.groups.tick(Instant::now());
+            // Partitions and groups another node took over free their state here, not on
+            // next use.
+            led = self.drop_unled(led);
+            placed = self.drop_moved_groups(placed);
         }
     }
 
@@ -447,7 +459,7 @@ impl Shard {
             ShardMsg::Group(req, reply) => {
                 // Joins and syncs wait for the rebalance: never block the peer link on them.
                 glommio::spawn_local(async move {
-                    let _ = reply.send(self.groups.handle(req).await);
+                    let _ = reply.send(self.serve_group(req).await);
                 })
                 .detach();
             }

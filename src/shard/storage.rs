@@ -65,6 +65,7 @@ impl Shard {
         timeout: Duration,
     ) -> ProduceOut {
         let deadline = Instant::now() + timeout;
+        self.lead(topic, partition, deadline).await?;
         // The produce's own timeout bounds every wait, the offset lookup included: while the
         // store cannot answer (stopped, moving) the lookup is retried until the deadline, and
         // the produce then answers REQUEST_TIMED_OUT, which producers retry after their
@@ -170,6 +171,8 @@ impl Shard {
 
     /// Reads from the cache, or from the store for offsets older than the cache.
     pub async fn read(&self, it: ReadItem, cold_budget: Rc<ColdBudget>) -> ReadResult {
+        self.lead(&it.topic, it.partition, Instant::now() + READ_SYNC_WAIT)
+            .await?;
         self.sync_for_read(&it.topic, it.partition).await?;
         let refresh = self.with_partition(&it.topic, it.partition, |p| {
             p.store()
@@ -222,6 +225,8 @@ impl Shard {
     /// ListOffsets for one partition: special timestamps from the offsets; real ones from
     /// the cache when it covers the log, else from the store below the cache.
     pub async fn list_offset(&self, it: OffsetsItem) -> OffsetsOut {
+        self.lead(&it.topic, it.partition, Instant::now() + READ_SYNC_WAIT)
+            .await?;
         self.sync_for_read(&it.topic, it.partition).await?;
         let (found, cache_start, log_start, hw, store) =
             self.with_partition(&it.topic, it.partition, |p| {
@@ -253,6 +258,8 @@ impl Shard {
         partition: i32,
         offset: i64,
     ) -> Result<i64, KelpError> {
+        self.lead(topic, partition, Instant::now() + READ_SYNC_WAIT)
+            .await?;
         let (target, store) = self.with_partition(topic, partition, |p| {
             let hw = p.high_watermark();
             let target = if offset == -1 { hw } else { offset };

@@ -184,6 +184,8 @@ class Broker:
             args += ["--cores", cores]
         if self.shard_base_port:
             args += ["--advertise-shards", "--shard-base-port", str(self.shard_base_port)]
+        if os.environ.get("KELP_LOG_LEVEL"):  # e.g. "info,kelp::forwarder=debug"
+            args += ["--log-level", os.environ["KELP_LOG_LEVEL"]]
         if STORAGE == "seaweedmq" and "--node-id" not in self.extra_args:
             args += ["--node-id", str(self.node_id)]
         if STORAGE == "seaweedmq":

@@ -566,6 +566,21 @@ def test_unreachable_broker_gives_retriable_errors_then_recovers(broker, seaweed
     vals = [got[k][1] for k in sorted(got)]
     assert vals[0] == b"before"
     assert b"probe" in vals, vals
+    # A broker stopped past its balancer lease loses the lock ("Lost lock broker_balancer")
+    # and control calls fail until it is elected again (~15 s in weed 4.48): the next test
+    # starts once topics can be created again.
+    wait_control_plane(broker.bootstrap)
+
+
+def wait_control_plane(bs, deadline_s=60):
+    deadline = time.time() + deadline_s
+    while True:
+        try:
+            return new_topic(bs, 1)
+        except Exception as e:  # noqa: BLE001 - any failure means "not yet"
+            if time.time() > deadline:
+                pytest.fail(f"SeaweedMQ's control plane did not come back: {e}")
+            time.sleep(1)
 
 
 # Records stamped an hour back are stored in SeaweedMQ at their own (old) time: its files and

@@ -3,7 +3,8 @@
 //! so both gateways serve the same groups.
 //!
 //! Reads come from an in-memory index filled at start-up with the offsets of the groups this
-//! shard coordinates; a commit is answered once the filer stored it. Used by `group/` on the
+//! shard coordinates, and again for one group when it moves here from another Kelp node; a
+//! commit is answered once the filer stored it. Used by `group/` on the
 //! shard's thread; calls the [`ForwarderHandle`].
 
 use std::collections::BTreeMap;
@@ -88,5 +89,24 @@ impl OffsetStore for FilerOffsetStore {
 
     fn groups(&self) -> Vec<String> {
         self.mem.groups()
+    }
+
+    fn reload(&self, group: &str) -> LocalBoxFuture<'static, Result<(), KelpError>> {
+        let (fwd, mem, group) = (self.fwd.clone(), self.mem.clone(), group.to_string());
+        Box::pin(async move {
+            let stored: Vec<_> = fwd
+                .load_group_offsets(&group)
+                .await?
+                .into_iter()
+                .map(|(_, tp, o)| (tp, o))
+                .collect();
+            mem.delete_group(&group).await?;
+            mem.commit(&group, stored).await
+        })
+    }
+
+    fn forget(&self, group: &str) {
+        // In memory only: completes at once.
+        drop(self.mem.delete_group(group));
     }
 }

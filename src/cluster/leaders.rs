@@ -1,0 +1,163 @@
+//! What clients are told: the brokers, each partition's leader and leader epoch, each
+//! group's coordinator. One node (local, memory) answers from its own [`super::nodes`];
+//! several nodes over SeaweedMQ answer from the live set ([`super::members`]): a partition's
+//! leader is the live node whose record says it holds the partition (the newest epoch),
+//! else the node placement designates, which is taking it over; a group's coordinator is
+//! the node placement designates. Within a node the shard placement ([`super::routing`])
+//! picks the broker when nodes advertise one broker per shard.
+
+use super::members::LiveNode;
+use super::nodes::Node;
+use super::ownership::{designated, group_key, partition_key};
+use super::{routing, Cluster};
+
+impl Cluster {
+    /// The live nodes when leadership is leased and the live set is known.
+    fn live_view(&self) -> Option<std::sync::Arc<Vec<LiveNode>>> {
+        if !self.ownership.leased() {
+            return None;
+        }
+        let live = self.members.live();
+        (!live.is_empty()).then_some(live)
+    }
+
+    /// Every broker clients may connect to, by id.
+    pub fn brokers(&self) -> Vec<Node> {
+        match self.live_view() {
+            None => self.nodes.all().to_vec(),
+            Some(live) => {
+                let mut all: Vec<Node> = live
+                    .iter()
+                    .flat_map(|n| match n.brokers.is_empty() {
+                        true => vec![n.broker(|_| 0)],
+                        false => n.brokers.clone(),
+                    })
+                    .collect();
+                all.sort_by_key(|n| n.id);
+                all.dedup_by_key(|n| n.id);
+                all
+            }
+        }
+    }
+
+    /// The controller clients are shown: the first broker of the lowest live node id.
+    pub fn controller(&self) -> Node {
+        match self.live_view() {
+            None => self.nodes.controller().clone(),
+            Some(live) => live
+                .iter()
+                .min_by_key(|n| n.node_id)
+                .map_or_else(|| self.nodes.controller().clone(), |n| n.broker(|_| 0)),
+        }
+    }
+
+    /// The leader broker of a partition and its leader epoch (-1: not known yet).
+    pub fn leader(&self, topic: &str, partition: i32) -> (Node, i32) {
+        let Some(live) = self.live_view() else {
+            return (self.nodes.leader(topic, partition).clone(), 0);
+        };
+        let key = (topic.to_string(), partition);
+        let holder = live
+            .iter()
+            .filter_map(|n| n.owns.get(&key).map(|&e| (e, n)))
+            .max_by_key(|&(e, _)| e);
+        let pick = |shards| routing::owner(topic, partition, shards);
+        if let Some((epoch, n)) = holder {
+            return (n.broker(pick), epoch);
+        }
+        let id = designated(
+            partition_key(topic, partition),
+            live.iter().map(|n| n.node_id),
+        );
+        match live.iter().find(|n| Some(n.node_id) == id) {
+            Some(n) => (n.broker(pick), -1),
+            None => (self.nodes.leader(topic, partition).clone(), -1),
+        }
+    }
+
+    /// The coordinator broker of a consumer group.
+    pub fn coordinator(&self, group: &str) -> Node {
+        let Some(live) = self.live_view() else {
+            return self.nodes.coordinator(group).clone();
+        };
+        let id = designated(group_key(group), live.iter().map(|n| n.node_id));
+        match live.iter().find(|n| Some(n.node_id) == id) {
+            Some(n) => n.broker(|shards| routing::group_owner(group, shards)),
+            None => self.nodes.coordinator(group).clone(),
+        }
+    }
+
+    /// Whether placement gives `(topic, partition)` to this node among the live nodes (it
+    /// is taking the lease, or holds it).
+    pub fn placed_here(&self, topic: &str, partition: i32) -> bool {
+        self.live_view().is_some_and(|live| {
+            designated(
+                partition_key(topic, partition),
+                live.iter().map(|n| n.node_id),
+            ) == Some(self.node_id)
+        })
+    }
+
+    /// Whether this node coordinates `group` now (always, with one node).
+    pub fn coordinates(&self, group: &str) -> bool {
+        match self.live_view() {
+            None => true,
+            Some(live) => {
+                designated(group_key(group), live.iter().map(|n| n.node_id)) == Some(self.node_id)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::config::Config;
+
+    fn node(id: i32, owns: &[(&str, i32, i32)]) -> LiveNode {
+        LiveNode {
+            node_id: id,
+            host: "127.0.0.1".into(),
+            port: 9000 + id,
+            brokers: vec![],
+            owns: owns
+                .iter()
+                .map(|&(t, p, e)| ((t.to_string(), p), e))
+                .collect::<HashMap<_, _>>(),
+        }
+    }
+
+    #[test]
+    fn leaders_follow_holders_then_placement() {
+        let c = Cluster::new(
+            &Config::parse_from(["kelp", "--listen", "127.0.0.1:9092", "--node-id", "1"]),
+            1,
+        );
+        // One node: itself for everything.
+        assert_eq!(c.leader("t", 0), (c.nodes.all()[0].clone(), 0));
+        c.ownership.start_leasing();
+        c.members.set(vec![
+            node(1, &[]),
+            node(2, &[("t", 0, 9)]),
+            node(3, &[("t", 0, 4)]),
+        ]);
+        assert_eq!(c.brokers().len(), 3);
+        assert_eq!(c.controller().id, 1);
+        let (n, epoch) = c.leader("t", 0);
+        assert_eq!(
+            (n.id, n.port, epoch),
+            (2, 9002, 9),
+            "the newest epoch's holder leads"
+        );
+        let (n, epoch) = c.leader("t", 1);
+        let want = designated(partition_key("t", 1), [1, 2, 3]).unwrap();
+        assert_eq!((n.id, epoch), (want, -1));
+        let g = c.coordinator("grp");
+        assert_eq!(Some(g.id), designated(group_key("grp"), [1, 2, 3]));
+        assert_eq!(c.coordinates("grp"), g.id == 1);
+    }
+}

@@ -1,0 +1,184 @@
+//! Which Kelp node leads each partition and coordinates each consumer group when several
+//! nodes share one SeaweedMQ, and whether this node may act on a partition now.
+//!
+//! Placement is rendezvous hashing over the live node ids ([`designated`]): every node
+//! computes the same owner from the same live set, and a node joining or leaving moves only
+//! the keys it wins or held. A partition's owner must also hold the partition's filer lease
+//! (taken by `forwarder::ownership`), whose generation-backed epoch is the Kafka leader
+//! epoch. This module keeps what the shards ask on every append and read: the partitions
+//! this node holds, each with its epoch and the instant after which it must stop acting on
+//! it (its lease may have expired by then and another node may hold it). With one node (the
+//! local and memory engines) nothing is leased and this node leads everything.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+
+use crate::error::KelpError;
+
+/// A partition this node holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    /// The leader epoch of this tenure.
+    pub epoch: i32,
+    /// Past this instant the lease may be gone: nothing more is appended.
+    pub until: Instant,
+}
+
+/// Partitions held by this node, keyed by (topic, partition).
+pub type HeldMap = HashMap<(String, i32), Held>;
+
+/// This node's leadership, read by every shard, replaced whole by the forwarder.
+#[derive(Default)]
+pub struct Ownership {
+    leased: AtomicBool,
+    held: ArcSwap<HeldMap>,
+    version: AtomicU64,
+    changed: event_listener::Event,
+}
+
+impl Ownership {
+    /// Whether leadership is leased (several nodes over SeaweedMQ) rather than total.
+    pub fn leased(&self) -> bool {
+        self.leased.load(Ordering::Acquire)
+    }
+
+    /// Turns leasing on: from now on this node leads only the partitions it holds.
+    pub fn start_leasing(&self) {
+        self.leased.store(true, Ordering::Release);
+        self.version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The leader epoch under which this node may act on `(topic, partition)` now, or
+    /// NOT_LEADER_OR_FOLLOWER.
+    pub fn lead(&self, topic: &str, partition: i32) -> Result<i32, KelpError> {
+        if !self.leased() {
+            return Ok(0);
+        }
+        // The key is built only on the leased path: single-node appends pay nothing.
+        match self.held.load().get(&(topic.to_string(), partition)) {
+            Some(h) if Instant::now() < h.until => Ok(h.epoch),
+            _ => Err(KelpError::NotLeaderOrFollower),
+        }
+    }
+
+    /// The partitions held now.
+    pub fn held(&self) -> Arc<HeldMap> {
+        self.held.load_full()
+    }
+
+    /// Replaces the held partitions; shards notice the new version and drop the state of
+    /// partitions they no longer lead.
+    pub fn set_held(&self, held: HeldMap) {
+        self.held.store(Arc::new(held));
+        self.version.fetch_add(1, Ordering::AcqRel);
+        self.changed.notify(usize::MAX);
+    }
+
+    /// Fires on the next change of the held set; register before checking.
+    pub fn listen(&self) -> event_listener::EventListener {
+        self.changed.listen()
+    }
+
+    /// Bumped whenever the held set changes.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+}
+
+/// Mixes a 64-bit value (splitmix64's finaliser): FNV alone spreads short suffixes poorly.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in *part {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        // A separator, so ("ab", "c") and ("a", "bc") differ.
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The node among `live` (node ids) that owns `key`: highest random weight. None when no
+/// node is live.
+pub fn designated(key: u64, live: impl IntoIterator<Item = i32>) -> Option<i32> {
+    live.into_iter()
+        .max_by_key(|&n| (mix(key ^ mix(n as u32 as u64)), n))
+}
+
+/// The placement key of a partition.
+pub fn partition_key(topic: &str, partition: i32) -> u64 {
+    fnv1a(&[b"p", topic.as_bytes(), &partition.to_be_bytes()])
+}
+
+/// The placement key of a consumer group.
+pub fn group_key(group: &str) -> u64 {
+    fnv1a(&[b"g", group.as_bytes()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn one_node_leads_everything_until_leasing_starts() {
+        let o = Ownership::default();
+        assert_eq!(o.lead("t", 0), Ok(0));
+        o.start_leasing();
+        assert_eq!(o.lead("t", 0), Err(KelpError::NotLeaderOrFollower));
+        let v = o.version();
+        let mut m = HeldMap::new();
+        let until = Instant::now() + Duration::from_secs(60);
+        m.insert(("t".into(), 0), Held { epoch: 7, until });
+        m.insert(
+            ("t".into(), 1),
+            Held {
+                epoch: 3,
+                until: Instant::now(),
+            },
+        );
+        o.set_held(m);
+        assert!(o.version() > v);
+        assert_eq!(o.lead("t", 0), Ok(7));
+        // A lease past its safe end is not acted on, even before the forwarder drops it.
+        assert_eq!(o.lead("t", 1), Err(KelpError::NotLeaderOrFollower));
+    }
+
+    #[test]
+    fn rendezvous_moves_only_what_it_must_and_spreads() {
+        let three = [1, 2, 3];
+        let mut counts: HashMap<i32, usize> = HashMap::new();
+        let mut moved = 0;
+        for p in 0..300 {
+            let k = partition_key("orders", p);
+            let before = designated(k, three).unwrap();
+            *counts.entry(before).or_default() += 1;
+            let after = designated(k, [1, 3]).unwrap();
+            if before != 2 {
+                assert_eq!(before, after, "a key whose owner stayed live must not move");
+            } else {
+                moved += 1;
+            }
+            // Order of the live list does not matter.
+            assert_eq!(designated(k, [3, 1, 2]), Some(before));
+        }
+        assert_eq!(moved, counts[&2]);
+        for n in three {
+            assert!(counts[&n] > 70, "uneven spread: {counts:?}");
+        }
+        assert_eq!(designated(group_key("g"), []), None);
+        assert_ne!(partition_key("a", 1), group_key("a"));
+    }
+}

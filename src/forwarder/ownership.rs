@@ -1,0 +1,360 @@
+//! Partition leadership among the Kelp nodes over one SeaweedMQ, kept with filer leases.
+//!
+//! Every second, and at once when a node joins or leaves, this node works out which
+//! partitions placement gives it among the live nodes (`cluster::ownership::designated`),
+//! and:
+//! - gives up the ones it holds and no longer should: they leave the held set first (so
+//!   shards and the publish fence refuse them), their publisher finishes what it had, then
+//!   their lease is released and the new owner can take it at once;
+//! - renews the leases it holds; one not renewed in time is dropped before it could expire
+//!   ([`SAFE_FOR`] after the renewal was sent), so a node cut off from the filer stops
+//!   acting before anyone else can take over;
+//! - takes the lease `kelp/partition/<topic>/<partition>` of the ones it should hold, when
+//!   free. The new tenure's leader epoch is one past the last one recorded in
+//!   `/topics/kafka/.meta/kelp/epochs/<topic>/<partition>` (with the offset it starts at,
+//!   the high water mark then), written before the partition is served, so epochs only grow
+//!   even when the filer forgets its locks on a restart.
+//!
+//! A node whose own lease is gone is not in the live set and so holds nothing. The held
+//! set goes to `cluster::ownership`; the partitions held, with their epochs, also go into
+//! this node's record so every node's Metadata names the leaders. Runs on the forwarder
+//! thread.
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures::stream::{self, StreamExt};
+use kelp_storage_client::filer;
+use kelp_storage_client::lock::{self, Acquired, Lease};
+use serde::{Deserialize, Serialize};
+
+use super::client::{storage, unavailable, Forwarder};
+use crate::cluster::ownership::{designated, partition_key, Held, HeldMap};
+use crate::error::KelpError;
+
+/// How long a partition lease lasts without renewal.
+pub const PARTITION_TTL: Duration = Duration::from_secs(4);
+/// How long after sending a renewal this node still acts on the partition: a second short
+/// of the ttl, so its last sends land before the lease can pass to another node.
+pub const SAFE_FOR: Duration = Duration::from_secs(3);
+/// How often leases are renewed and placement is checked.
+const EVERY: Duration = Duration::from_secs(1);
+/// How long a given-up partition's publisher may take to finish what it had.
+const STOP_WAIT: Duration = Duration::from_secs(3);
+/// Lease operations run at once.
+const PARALLEL: usize = 16;
+/// Tenures remembered per partition.
+const HISTORY: usize = 32;
+/// Filer directory of the epoch histories.
+pub const EPOCHS: &str = "/topics/kafka/.meta/kelp/epochs";
+
+type Key = (String, i32);
+
+fn lock_name(topic: &str, k: i32) -> String {
+    format!("kelp/partition/{topic}/{k}")
+}
+
+/// One partition's tenures: (leader epoch, first offset), oldest first.
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Epochs {
+    /// The tenures.
+    pub epochs: Vec<(i32, i64)>,
+}
+
+impl Epochs {
+    /// The next tenure's epoch.
+    fn next_epoch(&self) -> i32 {
+        self.epochs.last().map_or(0, |&(e, _)| e.saturating_add(1))
+    }
+
+    /// Adds a tenure starting at `start`, forgetting the oldest beyond [`HISTORY`].
+    fn push(&mut self, epoch: i32, start: i64) {
+        self.epochs.push((epoch, start));
+        let over = self.epochs.len().saturating_sub(HISTORY);
+        self.epochs.drain(..over);
+    }
+}
+
+/// A partition this node holds.
+struct Tenure {
+    lease: Lease,
+    epoch: i32,
+    /// When the last successful grant or renewal was sent.
+    renewed: Instant,
+}
+
+impl Forwarder {
+    /// Keeps this node's partition leases in line with placement until the node leaves.
+    /// `first_round` fires once the first round is done.
+    pub(super) async fn keep_ownership(
+        self: Rc<Self>,
+        owner: String,
+        first_round: tokio::sync::oneshot::Sender<()>,
+    ) {
+        let mut first_round = Some(first_round);
+        self.cluster.ownership.start_leasing();
+        let mut held: HashMap<Key, Tenure> = HashMap::new();
+        let mut tick = tokio::time::interval(EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut recorded: Vec<(String, i32, i32)> = Vec::new();
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = self.stop_owning.notified() => {}
+                _ = self.placement_moved.notified() => {}
+            }
+            if self.leaving.get() {
+                self.give_up_all(&mut held).await;
+                self.owning_stopped.notify_one();
+                return;
+            }
+            let wanted = self.wanted();
+            let gone: Vec<Key> = held
+                .keys()
+                .filter(|k| !wanted.contains(*k))
+                .cloned()
+                .collect();
+            if !gone.is_empty() {
+                let leases: Vec<(Key, Tenure)> = gone
+                    .into_iter()
+                    .filter_map(|k| held.remove(&k).map(|t| (k, t)))
+                    .collect();
+                self.publish_held(&held);
+                self.release(leases).await;
+            }
+            self.renew_all(&mut held, &owner).await;
+            let missing: Vec<Key> = wanted
+                .into_iter()
+                .filter(|k| !held.contains_key(k))
+                .collect();
+            let taken: Vec<(Key, Tenure)> = stream::iter(missing)
+                .map(|k| {
+                    let me = self.clone();
+                    let owner = owner.clone();
+                    async move { me.take(&k.0, k.1, &owner).await.map(|t| (k, t)) }
+                })
+                .buffer_unordered(PARALLEL)
+                .filter_map(|r| async move { r })
+                .collect()
+                .await;
+            held.extend(taken);
+            self.publish_held(&held);
+            let mut owns: Vec<(String, i32, i32)> = held
+                .iter()
+                .map(|((t, k), h)| (t.clone(), *k, h.epoch))
+                .collect();
+            owns.sort();
+            if owns != recorded {
+                match self.write_owns(&owns).await {
+                    Ok(()) => recorded = owns,
+                    Err(e) => tracing::warn!(error = %e, "node record not updated"),
+                }
+            }
+            if let Some(tx) = first_round.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+
+    /// The partitions placement gives this node now: none while it is not live itself.
+    fn wanted(&self) -> HashSet<Key> {
+        let me = self.cluster.node_id;
+        let live: Vec<i32> = self
+            .cluster
+            .members
+            .live()
+            .iter()
+            .map(|n| n.node_id)
+            .collect();
+        if !live.contains(&me) {
+            return HashSet::new();
+        }
+        let snap = self.cluster.snapshot();
+        let mut out = HashSet::new();
+        for t in snap.topics.values() {
+            for k in 0..t.partitions {
+                if designated(partition_key(&t.name, k), live.iter().copied()) == Some(me) {
+                    out.insert((t.name.clone(), k));
+                }
+            }
+        }
+        out
+    }
+
+    /// Hands the held set to the shards and the publish fence.
+    fn publish_held(&self, held: &HashMap<Key, Tenure>) {
+        let map: HeldMap = held
+            .iter()
+            .map(|(k, t)| {
+                (
+                    k.clone(),
+                    Held {
+                        epoch: t.epoch,
+                        until: t.renewed + SAFE_FOR,
+                    },
+                )
+            })
+            .collect();
+        self.cluster.ownership.set_held(map);
+    }
+
+    /// Renews every held lease; one that cannot be renewed is kept (and served) only while
+    /// its last renewal is safe, then dropped.
+    async fn renew_all(self: &Rc<Self>, held: &mut HashMap<Key, Tenure>, owner: &str) {
+        let renewed: Vec<(Key, Result<Lease, KelpError>, Instant)> =
+            stream::iter(held.iter().map(|(k, t)| (k.clone(), t.lease.clone())))
+                .map(|(k, mut lease)| {
+                    let me = self.clone();
+                    async move {
+                        let sent = Instant::now();
+                        let r = match me.filer_client() {
+                            Ok(mut f) => lock::renew(&mut f, &mut lease, owner, PARTITION_TTL)
+                                .await
+                                .map(|()| lease)
+                                .map_err(|e| unavailable("partition lease", e)),
+                            Err(e) => Err(e),
+                        };
+                        (k, r, sent)
+                    }
+                })
+                .buffer_unordered(PARALLEL)
+                .collect()
+                .await;
+        for (k, r, sent) in renewed {
+            let Some(t) = held.get_mut(&k) else { continue };
+            match r {
+                Ok(lease) => {
+                    t.lease = lease;
+                    t.renewed = sent;
+                }
+                Err(e) if t.renewed.elapsed() < SAFE_FOR => {
+                    tracing::warn!(topic = %k.0, partition = k.1, error = %e, "partition lease not renewed; retrying");
+                }
+                Err(e) => {
+                    tracing::error!(topic = %k.0, partition = k.1, error = %e, "partition lease lost: no longer serving the partition");
+                    held.remove(&k);
+                }
+            }
+        }
+    }
+
+    /// Takes a partition's lease and opens a tenure for it, or None (held elsewhere, or the
+    /// filer or SeaweedMQ could not answer: tried again next round).
+    async fn take(self: &Rc<Self>, topic: &str, k: i32, owner: &str) -> Option<Tenure> {
+        let sent = Instant::now();
+        let mut f = self.filer_client().ok()?;
+        let lease = match lock::acquire(&mut f, &lock_name(topic, k), owner, PARTITION_TTL).await {
+            Ok(Acquired::Held(l)) => l,
+            Ok(Acquired::Busy(_)) => return None,
+            Err(e) => {
+                tracing::debug!(topic, partition = k, error = %e, "partition lease not taken");
+                return None;
+            }
+        };
+        match self.open_tenure(topic, k).await {
+            Ok(epoch) => {
+                tracing::info!(topic, partition = k, epoch, "leading the partition");
+                Some(Tenure {
+                    lease,
+                    epoch,
+                    renewed: sent,
+                })
+            }
+            Err(e) => {
+                tracing::warn!(topic, partition = k, error = %e, "could not open a tenure; lease released");
+                let _ = lock::release(&mut f, &lease).await;
+                None
+            }
+        }
+    }
+
+    /// Records the next epoch of a partition, starting at SeaweedMQ's high water mark now.
+    async fn open_tenure(&self, topic: &str, k: i32) -> Result<i32, KelpError> {
+        let id = self
+            .cluster
+            .topic(topic)
+            .ok_or(KelpError::UnknownTopicOrPartition)?
+            .id;
+        let mut history = self.epochs(topic, k, id).await?;
+        let (_, hwm) = self
+            .range_until(topic, k, Instant::now() + Duration::from_secs(2))
+            .await?;
+        let epoch = history.next_epoch();
+        history.push(epoch, hwm);
+        let body = super::tied::encode(&history, id).map_err(|e| storage("encoding epochs", e))?;
+        let mut f = self.filer_client()?;
+        filer::write_file(&mut f, &format!("{EPOCHS}/{topic}"), &k.to_string(), body)
+            .await
+            .map_err(|e| storage("writing epochs", e))?;
+        Ok(epoch)
+    }
+
+    /// A partition's recorded tenures (none yet: empty).
+    pub(super) async fn epochs(
+        &self,
+        topic: &str,
+        k: i32,
+        id: uuid::Uuid,
+    ) -> Result<Epochs, KelpError> {
+        let mut f = self.filer_client()?;
+        let body = filer::read_file(&mut f, &format!("{EPOCHS}/{topic}"), &k.to_string())
+            .await
+            .map_err(|e| unavailable("reading epochs", e))?;
+        Ok(body
+            .and_then(|b| super::tied::decode::<Epochs>(&b, id, "epochs"))
+            .unwrap_or_default())
+    }
+
+    /// Lets given-up partitions' publishers finish (bounded), then releases their leases.
+    async fn release(&self, leases: Vec<(Key, Tenure)>) {
+        let tasks: Vec<_> = leases
+            .iter()
+            .filter_map(|(k, _)| {
+                self.publishers.borrow_mut().remove(k);
+                self.publisher_tasks.borrow_mut().remove(k)
+            })
+            .collect();
+        let _ = tokio::time::timeout(STOP_WAIT, futures::future::join_all(tasks)).await;
+        let Ok(mut f) = self.filer_client() else {
+            return;
+        };
+        for ((topic, k), t) in leases {
+            tracing::info!(topic = %topic, partition = k, epoch = t.epoch, "handing the partition over");
+            if let Err(e) = lock::release(&mut f, &t.lease).await {
+                tracing::debug!(topic = %topic, partition = k, error = %e, "partition lease not released; it expires");
+            }
+        }
+    }
+
+    /// Gives every partition up (clean stop), so the other nodes take them at once.
+    async fn give_up_all(&self, held: &mut HashMap<Key, Tenure>) {
+        let all: Vec<(Key, Tenure)> = held.drain().collect();
+        self.publish_held(held);
+        self.release(all).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epochs_only_grow_and_the_history_is_bounded() {
+        let mut h = Epochs::default();
+        assert_eq!(h.next_epoch(), 0);
+        for i in 0..40 {
+            let e = h.next_epoch();
+            assert_eq!(e, i);
+            h.push(e, i64::from(i) * 10);
+        }
+        assert_eq!(h.epochs.len(), HISTORY);
+        assert_eq!(h.epochs.last(), Some(&(39, 390)));
+        let id = uuid::Uuid::from_u128(1);
+        let body = super::super::tied::encode(&h, id).unwrap();
+        assert_eq!(
+            super::super::tied::decode::<Epochs>(&body, id, "e"),
+            Some(h)
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! The shard's side of leadership among several Kelp nodes: an append, read, offset lookup
+//! or DeleteRecords goes ahead only while this node leads the partition
+//! (`cluster::ownership`), and partition state built under an earlier tenure is dropped, so
+//! the cache, offset prediction and producer state are rebuilt from what SeaweedMQ holds.
+//! A group request goes ahead only on the group's coordinator node, which reads the group's
+//! offsets again when the group moved to it. With one node everything is led and
+//! coordinated here, and this costs one atomic load.
+
+use std::time::{Duration, Instant};
+
+use super::Shard;
+use crate::error::KelpError;
+use crate::group::{GroupReply, GroupRequest};
+
+/// How long a request for a partition placed on this node waits for its lease to be taken
+/// (a topic just created, a node just joined or left) before NOT_LEADER_OR_FOLLOWER.
+const TAKE_WAIT: Duration = Duration::from_secs(2);
+
+impl Shard {
+    /// Succeeds while this node leads `(topic, partition)`; a partition this node is taking
+    /// over is waited for until `deadline` (at most two seconds).
+    pub async fn lead(
+        &self,
+        topic: &str,
+        partition: i32,
+        deadline: Instant,
+    ) -> Result<(), KelpError> {
+        let ownership = &self.cluster.ownership;
+        if !ownership.leased() {
+            return Ok(());
+        }
+        let until = deadline.min(Instant::now() + TAKE_WAIT);
+        loop {
+            let listener = ownership.listen();
+            match ownership.lead(topic, partition) {
+                Ok(epoch) => {
+                    self.enter_epoch(topic, partition, epoch);
+                    return Ok(());
+                }
+                Err(e) if !self.cluster.placed_here(topic, partition) => return Err(e),
+                Err(e) => {
+                    if crate::deadline::until(listener, until).await.is_none() {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Drops a partition's state built under another epoch.
+    fn enter_epoch(&self, topic: &str, partition: i32, epoch: i32) {
+        let mut parts = self.partitions.borrow_mut();
+        let Some(p) = parts.get_mut(&(topic.to_string(), partition)) else {
+            return;
+        };
+        if p.epoch == epoch {
+            return;
+        }
+        tracing::info!(
+            topic,
+            partition,
+            from = p.epoch,
+            to = epoch,
+            "new tenure: partition state starts afresh"
+        );
+        let freed = p.cached_bytes();
+        p.wake_all();
+        let mut fresh = crate::partition::Partition::new(p.topic_id, p.store().clone());
+        fresh.epoch = epoch;
+        *p = fresh;
+        drop(parts);
+        self.set_cached(self.cached_bytes.get().saturating_sub(freed));
+    }
+
+    /// Drops the state of partitions this node no longer leads, when the held set changed
+    /// since `seen`; returns the version looked at.
+    pub(super) fn drop_unled(&self, seen: u64) -> u64 {
+        let ownership = &self.cluster.ownership;
+        let now = ownership.version();
+        if now == seen || !ownership.leased() {
+            return now;
+        }
+        let held = ownership.held();
+        let mut freed = 0;
+        let mut parts = self.partitions.borrow_mut();
+        parts.retain(|k, p| {
+            let keep = held.contains_key(k);
+            if !keep {
+                freed += p.cached_bytes();
+                p.wake_all();
+            }
+            keep
+        });
+        drop(parts);
+        self.eviction
+            .borrow_mut()
+            .retain(|(k, _)| held.contains_key(k));
+        self.set_cached(self.cached_bytes.get().saturating_sub(freed));
+        now
+    }
+
+    /// Serves a group request on this (its coordinator) shard: refused when another node
+    /// coordinates the group; a group new here has its offsets read first.
+    pub(super) async fn serve_group(&self, req: GroupRequest) -> GroupReply {
+        if let Some(g) = req.group_id().filter(|_| self.cluster.ownership.leased()) {
+            if !self.cluster.coordinates(g) {
+                return req.refuse(KelpError::NotCoordinator);
+            }
+            if !self.fresh_groups.borrow().contains(g) {
+                let g = g.to_string();
+                if let Err(e) = self.groups.reload(&g).await {
+                    tracing::warn!(group = %g, error = %e, "group offsets not read");
+                    return req.refuse(KelpError::CoordinatorLoadInProgress);
+                }
+                self.fresh_groups.borrow_mut().insert(g);
+            }
+        }
+        self.groups.handle(req).await
+    }
+
+    /// Forgets the groups another node coordinates now, when the live nodes changed since
+    /// `seen`; returns the version looked at.
+    pub(super) fn drop_moved_groups(&self, seen: u64) -> u64 {
+        let now = self.cluster.members.version();
+        if now == seen || !self.cluster.ownership.leased() {
+            return now;
+        }
+        let moved: Vec<String> = self
+            .fresh_groups
+            .borrow()
+            .iter()
+            .filter(|g| !self.cluster.coordinates(g))
+            .cloned()
+            .collect();
+        for g in moved {
+            tracing::info!(group = %g, "group moved to another node");
+            self.groups.forget(&g);
+            self.fresh_groups.borrow_mut().remove(&g);
+        }
+        now
+    }
+}

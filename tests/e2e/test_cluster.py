@@ -1,0 +1,225 @@
+"""Several Kelp nodes over one SeaweedMQ (two mq brokers): partitions spread over the nodes,
+each led by one node at a time under a filer lease; clients follow NOT_LEADER_OR_FOLLOWER and
+NOT_COORDINATOR to the new leader or coordinator when a node dies or restarts.
+
+The test runs the Java client's idempotent producer (acks=all) and a consumer group of three
+(one bootstrapped at each node) while one node is killed with SIGKILL and started again, then
+while every node is restarted in turn (SIGTERM). It prints the figures docs/cluster.md quotes:
+acknowledged records lost (must be 0), duplicates, the time from the kill until every
+partition the dead node led takes records again, and until the group consumes again."""
+
+import glob
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import conftest
+from conftest import require
+from test_seaweedmq import extra_brokers
+
+pytestmark = pytest.mark.skipif(conftest.STORAGE != "seaweedmq",
+                                reason="several Kelp nodes share SeaweedMQ storage")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+JARS = pathlib.Path(os.environ.get("KELP_JARS", pathlib.Path.home() / ".cache/kelp/jars/clients"))
+PARTITIONS = 12
+
+
+def leaders(bs, topic):
+    """{partition: leader node id} as Metadata from `bs` answers."""
+    md = AdminClient({"bootstrap.servers": bs}).list_topics(topic, timeout=10)
+    return {p: m.leader for p, m in md.topics[topic].partitions.items()}
+
+
+def brokers(bs):
+    return sorted(AdminClient({"bootstrap.servers": bs}).list_topics(timeout=10).brokers)
+
+
+def wait_for(what, ok, within):
+    deadline = time.time() + within
+    while time.time() < deadline:
+        try:
+            if ok():
+                return
+        except Exception:  # noqa: BLE001 - a node restarting: not yet
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"{what} not within {within} s")
+
+
+class Group:
+    """Three consumers of one group, each bootstrapped at its own node, recording
+    (id, partition, receive time) of everything they get."""
+
+    def __init__(self, bootstraps, topic):
+        self.got, self.lock, self.stop = [], threading.Lock(), threading.Event()
+        gid = f"g-{topic}"
+        self.threads = [threading.Thread(target=self.run, args=(bs, topic, gid))
+                        for bs in bootstraps]
+        for t in self.threads:
+            t.start()
+
+    def run(self, bs, topic, gid):
+        c = Consumer({"bootstrap.servers": bs, "group.id": gid, "auto.offset.reset": "earliest",
+                      "enable.auto.commit": True, "auto.commit.interval.ms": 500,
+                      "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+                      "fetch.wait.max.ms": 100})
+        c.subscribe([topic])
+        try:
+            while not self.stop.is_set():
+                m = c.poll(0.2)
+                if m is not None and not m.error():
+                    with self.lock:
+                        self.got.append((int(m.value()), m.partition(), time.time()))
+        finally:
+            c.close()
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(30)
+
+
+def read_all(bs, topic):
+    """Every record of the topic, from offset 0 of each partition: {id: count}."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"r-{topic}",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    ends = {}
+    for p in range(PARTITIONS):
+        _lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        ends[p] = hi
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    counts, pos = {}, {p: 0 for p in range(PARTITIONS)}
+    deadline = time.time() + 90
+    while time.time() < deadline and any(pos[p] < ends[p] for p in ends):
+        m = c.poll(0.5)
+        if m is None or m.error():
+            continue
+        pos[m.partition()] = m.offset() + 1
+        i = int(m.value())
+        counts[i] = counts.get(i, 0) + 1
+    c.close()
+    assert all(pos[p] >= ends[p] for p in ends), f"read stopped short: {pos} of {ends}"
+    return counts
+
+
+def test_three_nodes_survive_a_kill_and_a_rolling_restart(broker, seaweed):
+    require(shutil.which("java") is not None, "java")
+    jars = glob.glob(str(JARS / "*.jar"))
+    require(any("kafka-clients-4" in j for j in jars), f"kafka-clients 4.x jars in {JARS}")
+    if seaweed.external:
+        pytest.skip("needs the suite's own SeaweedFS")
+    with extra_brokers(seaweed, 1), \
+            conftest.running_broker(conftest.Broker, "kelp-b-", seaweed=seaweed) as b, \
+            conftest.running_broker(conftest.Broker, "kelp-c-", seaweed=seaweed) as c:
+        nodes = [broker, b, c]
+        ids = sorted(n.kafka_node_id for n in nodes)
+        wait_for("three live nodes in Metadata", lambda: brokers(broker.bootstrap) == ids, 15)
+        topic = f"cl-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+        # Every node names the same leaders, each a live node that took its lease.
+        wait_for("leaders agreed by every node",
+                 lambda: len({tuple(sorted(leaders(n.bootstrap, topic).items()))
+                              for n in nodes}) == 1
+                 and set(leaders(broker.bootstrap, topic).values()) <= set(ids), 20)
+        spread = leaders(broker.bootstrap, topic)
+        per_node = {i: sum(1 for v in spread.values() if v == i) for i in ids}
+        print(f"partitions per node: {per_node}")
+        assert sum(1 for v in per_node.values() if v) >= 2, per_node
+
+        group = Group([n.bootstrap for n in nodes], topic)
+        work = tempfile.mkdtemp(prefix="kelp-cluster-")
+        stop_file = os.path.join(work, "stop")
+        # Files, not pipes: the producer's callbacks print on its I/O thread, and a full pipe
+        # nobody reads until the end would stall the producer itself.
+        out_f = open(os.path.join(work, "out"), "w+")
+        err_f = open(os.path.join(work, "err"), "w+")
+        producer = subprocess.Popen(
+            ["java", "-cp", os.pathsep.join(jars), str(ROOT / "tests/java/ClusterProducer.java"),
+             ",".join(n.bootstrap for n in nodes), topic, stop_file, "300"],
+            stdout=out_f, stderr=err_f, text=True)
+        try:
+            time.sleep(6)
+            # The extra node leading the most partitions dies without a goodbye.
+            victim = max((b, c), key=lambda n: per_node[n.kafka_node_id])
+            led = sorted(p for p, v in spread.items() if v == victim.kafka_node_id)
+            t_kill = time.time()
+            victim.proc.kill()
+            victim.proc.wait(10)
+            time.sleep(12)
+            victim.start()  # same id and address: it waits out its old lease
+            time.sleep(6)
+            t_roll = time.time()
+            for n in nodes:
+                n.restart()
+                time.sleep(4)
+            t_rolled = time.time()
+            time.sleep(4)
+        finally:
+            pathlib.Path(stop_file).touch()
+            producer.wait(180)
+            out_f.seek(0)
+            err_f.seek(0)
+            out, err = out_f.read(), err_f.read()
+            out_f.close()
+            err_f.close()
+            shutil.rmtree(work, ignore_errors=True)
+            if os.environ.get("KELP_CLUSTER_DEBUG"):
+                keep = pathlib.Path(os.environ["KELP_CLUSTER_DEBUG"])
+                keep.mkdir(parents=True, exist_ok=True)
+                for n in nodes:
+                    n.log.flush()
+                    shutil.copy(n.log_path, keep / f"kelp-{n.kafka_node_id}.log")
+                print(f"kill at {time.strftime('%H:%M:%S', time.gmtime(t_kill))}, "
+                      f"victim {victim.kafka_node_id}")
+        assert producer.returncode == 0, err[-4000:]
+        if os.environ.get("KELP_CLUSTER_DEBUG"):
+            print("--- producer stderr ---\n" + err[-20000:])
+        acks, fails = {}, []
+        for line in out.splitlines():
+            f = line.split()
+            if f[0] == "ACK":
+                acks[int(f[1])] = (int(f[2]), int(f[3]), int(f[4]) / 1000)
+            elif f[0] == "FAIL":
+                fails.append(line)
+        sent = int(out.strip().splitlines()[-1].split()[1])
+        # Consumers catch up with everything acknowledged, then stop.
+        wait_for("the group consumed every acknowledged record",
+                 lambda: set(acks) <= {i for i, _p, _t in group.got}, 60)
+        group.close()
+
+        counts = read_all(broker.bootstrap, topic)
+        lost = sorted(set(acks) - set(counts))
+        dups = sum(n - 1 for n in counts.values() if n > 1)
+        resumed = [min((t for (p, _o, t) in acks.values() if p == part and t > t_kill + 0.1),
+                       default=float("inf")) - t_kill
+                   for part in led]
+        produce_back = max(resumed) if resumed else 0.0
+        group_back = max(
+            min((t for (i, p, t) in group.got if p == part and t > t_kill
+                 and i in acks and acks[i][2] > t_kill), default=float("inf")) - t_kill
+            for part in range(PARTITIONS))
+        stalls_in_roll = 0.0
+        for part in range(PARTITIONS):
+            ts = sorted(t for (p, _o, t) in acks.values()
+                        if p == part and t_roll <= t <= t_rolled + 4)
+            stalls_in_roll = max([stalls_in_roll] + [y - x for x, y in zip(ts, ts[1:])])
+        print(f"cluster figures: sent {sent}, acknowledged {len(acks)}, failed {len(fails)}, "
+              f"lost {len(lost)}, duplicates {dups}, kill -> produce again "
+              f"{produce_back:.1f} s (partitions {led}), kill -> group consumes again "
+              f"{group_back:.1f} s, longest gap between a partition's acks during the rolling restart "
+              f"{stalls_in_roll:.1f} s")
+        assert not fails, fails[:5]
+        assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:10]}"
+        assert produce_back < 30, produce_back
+        assert group_back < 60, group_back
