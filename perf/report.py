@@ -20,18 +20,19 @@ OUT = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(CSV)
 
 TARGET_ORDER = ["kelp-memory", "kelp-memory-base", "kelp-memory-shards", "kelp-local",
                 "kelp-local-base", "kelp-local-shards",
-                "kelp-seaweedmq", "kafka", "seaweed"]
+                "kelp-seaweedmq", "kelp-seaweedmq-base", "kafka", "seaweed"]
 TARGET_LABEL = {
     "kelp-memory": "Kelp (memory)",
     "kelp-memory-base": "Kelp base build (memory)",
     "kelp-local-base": "Kelp base build (local, fsync=always)",
+    "kelp-seaweedmq-base": "Kelp base build (SeaweedMQ)",
     "kelp-memory-shards": "Kelp (memory, --advertise-shards)",
     "kelp-local": "Kelp (local, fsync=always)",
     "kelp-local-shards": "Kelp (local, fsync=always, --advertise-shards)",
     "kafka": "Apache Kafka 4.1.1",
     "seaweed": "SeaweedFS 4.48 gateway",
 }
-COLORS = {"kelp-memory-base": "#99d5cd", "kelp-local-base": "#c6dcbc", "kelp-memory": "#2a9d8f", "kelp-memory-shards": "#1d6f65", "kelp-local": "#8ab17d",
+COLORS = {"kelp-seaweedmq-base": "#b8c4e0", "kelp-memory-base": "#99d5cd", "kelp-local-base": "#c6dcbc", "kelp-memory": "#2a9d8f", "kelp-memory-shards": "#1d6f65", "kelp-local": "#8ab17d",
           "kelp-local-shards": "#5c7d4f", "kafka": "#e76f51", "seaweed": "#6d597a"}
 
 METRICS = [  # column, header, format

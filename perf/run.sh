@@ -28,8 +28,8 @@
 #   PERF_CONSUME=1  PERF_E2E=1   set to 0 to skip a phase
 #   PERF_OUT=perf/results        where runs.csv goes (it is replaced unless PERF_APPEND=1)
 #   KELP_BIN=target/release/kelp KELP_CORES=0-1
-#   KELP_BASE_BIN=/path/to/kelp  a build of an earlier commit: targets kelp-memory-base and
-#                                kelp-local-base run it, interleaved with the others, so a change
+#   KELP_BASE_BIN=/path/to/kelp  a build of an earlier commit: targets kelp-memory-base,
+#                                kelp-local-base and kelp-seaweedmq-base run it, interleaved with the others, so a change
 #                                is compared with its base in one run (the report adds the ratios)
 #   KAFKA_HEAP="-Xmx1g -Xms1g"
 set -uo pipefail
@@ -91,7 +91,7 @@ records_for() {  # size target
   local v="PERF_RECORDS_$1" n
   n="${!v:-$([[ $1 -le 100 ]] && echo 3000000 || echo 700000)}"
   # the SeaweedFS gateway is ~10x slower: fewer records keep its runs near the same duration
-  [[ "$2" == seaweed || "$2" == kelp-seaweedmq ]] && n=$(( n / ${PERF_SEAWEED_RECORDS_DIV:-5} ))
+  [[ "$2" == seaweed || "$2" == kelp-seaweedmq* ]] && n=$(( n / ${PERF_SEAWEED_RECORDS_DIV:-5} ))
   echo "$n"
 }
 
@@ -186,6 +186,7 @@ start_target() {
     kelp-memory-shards) start_kelp memory $PORT_KELP_MEMORY_SHARDS --advertise-shards ;;
     kelp-local-shards)  start_kelp local $PORT_KELP_LOCAL_SHARDS --advertise-shards ;;
     kelp-seaweedmq) start_kelp_seaweedmq ;;
+    kelp-seaweedmq-base) KELP_RUN_BIN="${KELP_BASE_BIN:?kelp-seaweedmq-base needs KELP_BASE_BIN}" start_kelp_seaweedmq ;;
     kafka)       start_kafka ;;
     seaweed)     start_seaweed ;;
     *) log "unknown target $1"; return 1 ;;
@@ -205,7 +206,7 @@ stop_target() {
   case "$1" in
     kafka) "$HERE/kafka.sh" stop "$PORT_KAFKA" "$WORK/kafka" >&2 ;;
     seaweed) "$HERE/seaweed.sh" stop "$PORT_SEAWEED" "$WORK/seaweed" >&2 ;;
-    kelp-seaweedmq)
+    kelp-seaweedmq|kelp-seaweedmq-base)
       stop_kelp_pid
       "$ROOT/scripts/seaweedfs.sh" stop "$WORK/weed-for-kelp" --kill >&2
       rm -rf "$WORK/weed-for-kelp" ;;

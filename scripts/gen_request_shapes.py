@@ -39,6 +39,7 @@ MESSAGES = [
     ("DELETE_TOPICS", "DeleteTopicsRequest"),
     ("DELETE_RECORDS", "DeleteRecordsRequest"),
     ("INIT_PRODUCER_ID", "InitProducerIdRequest"),
+    ("OFFSET_FOR_LEADER_EPOCH", "OffsetForLeaderEpochRequest"),
     ("DESCRIBE_CONFIGS", "DescribeConfigsRequest"),
     ("DELETE_GROUPS", "DeleteGroupsRequest"),
     ("INCREMENTAL_ALTER_CONFIGS", "IncrementalAlterConfigsRequest"),

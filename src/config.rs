@@ -170,8 +170,10 @@ pub struct Config {
     #[arg(long, default_value_t = 0)]
     pub node_id: i32,
 
-    /// Cluster id reported in Metadata and DescribeCluster.
-    #[arg(long, default_value = "kelp-cluster")]
+    /// Cluster id reported in Metadata and DescribeCluster (1-64 of [A-Za-z0-9._-]). Kelp
+    /// nodes over one SeaweedMQ with the same id form one cluster; other ids are other
+    /// clusters, which see none of its nodes, leases or leaders.
+    #[arg(long, default_value = "kelp-cluster", value_parser = parse_cluster_id)]
     pub cluster_id: String,
 
     /// Delay before the first rebalance of an empty group completes, so more members can join
@@ -279,6 +281,20 @@ impl Config {
             ));
         }
         Ok(())
+    }
+}
+
+/// Checks `--cluster-id`: it names filer paths and lock names, so no separators.
+fn parse_cluster_id(s: &str) -> Result<String, String> {
+    let ok = (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+        && s != "."
+        && s != "..";
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err("1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-'".into())
     }
 }
 

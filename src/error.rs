@@ -87,6 +87,11 @@ pub mod code {
     pub const INVALID_RECORD: i16 = 87;
     /// A topic id (Fetch v13+, Metadata, DeleteTopics v6+) not in the metadata.
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
+    /// A request naming a leader epoch older than the partition's current one.
+    pub const FENCED_LEADER_EPOCH: i16 = 74;
+    /// A request naming a leader epoch newer than the partition's current one (this node's
+    /// view is behind): retried by clients.
+    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
 }
 
 /// A broker-side failure, typed so each maps to exactly one Kafka error code.
@@ -157,6 +162,22 @@ pub enum KelpError {
     /// The group was removed while the request waited on it.
     #[error("the group coordinator is not available")]
     CoordinatorNotAvailable,
+    /// The client's leader epoch is older than the partition's (its metadata is stale).
+    #[error("leader epoch {got} is older than the current {current}")]
+    FencedLeaderEpoch {
+        /// The epoch the client sent.
+        got: i32,
+        /// The partition's current epoch.
+        current: i32,
+    },
+    /// The client's leader epoch is newer than this node knows.
+    #[error("leader epoch {got} is newer than the current {current}")]
+    UnknownLeaderEpoch {
+        /// The epoch the client sent.
+        got: i32,
+        /// The partition's current epoch.
+        current: i32,
+    },
     /// The coordinator is still reading what it needs (a group's offsets, producer ids).
     #[error("the coordinator is loading")]
     CoordinatorLoadInProgress,
@@ -259,6 +280,8 @@ impl KelpError {
             CoordinatorNotAvailable => code::COORDINATOR_NOT_AVAILABLE,
             NotCoordinator => code::NOT_COORDINATOR,
             CoordinatorLoadInProgress => code::COORDINATOR_LOAD_IN_PROGRESS,
+            FencedLeaderEpoch { .. } => code::FENCED_LEADER_EPOCH,
+            UnknownLeaderEpoch { .. } => code::UNKNOWN_LEADER_EPOCH,
             NotLeaderOrFollower => code::NOT_LEADER_OR_FOLLOWER,
             IllegalGeneration => code::ILLEGAL_GENERATION,
             InconsistentGroupProtocol => code::INCONSISTENT_GROUP_PROTOCOL,

@@ -28,7 +28,7 @@ pub async fn handle(
     let mut results = ctx.shard.scatter(items).await.into_iter();
     let mut resp = ListOffsetsResponse::default();
     for t in req.topics {
-        let mut tr = ListOffsetsTopicResponse::default().with_name(t.name);
+        let mut tr = ListOffsetsTopicResponse::default().with_name(t.name.clone());
         for p in t.partitions {
             let r = results
                 .next()
@@ -36,12 +36,21 @@ pub async fn handle(
             let mut pr = ListOffsetsPartitionResponse::default();
             pr.partition_index = p.partition_index;
             pr.error_code = code_of(&r);
+            let epoch = match &r {
+                Ok(_) => ctx
+                    .shard
+                    .cluster
+                    .ownership
+                    .lead(t.name.0.as_str(), p.partition_index)
+                    .unwrap_or(-1),
+                Err(_) => -1,
+            };
             let (ts, off) = r.unwrap_or((-1, -1));
             pr.timestamp = ts;
             pr.offset = off;
             // The leader epoch field exists from v4 on; older versions cannot carry it.
             if ctx.header.api_version >= 4 {
-                pr.leader_epoch = 0;
+                pr.leader_epoch = epoch;
             }
             tr.partitions.push(pr);
         }

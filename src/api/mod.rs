@@ -24,6 +24,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
@@ -111,6 +112,9 @@ pub async fn dispatch(
         Request::CreateTopics(r) => create_topics::handle(&ctx, r).await.map(Some),
         Request::DeleteTopics(r) => delete_topics::handle(&ctx, r).await.map(Some),
         Request::InitProducerId(r) => init_producer_id::handle(&ctx, r).await.map(Some),
+        Request::OffsetForLeaderEpoch(r) => {
+            offset_for_leader_epoch::handle(&ctx, r).await.map(Some)
+        }
         Request::DescribeConfigs(r) => describe_configs::handle(&ctx, r).map(Some),
         Request::DescribeCluster(r) => describe_cluster::handle(&ctx, r).map(Some),
         Request::DeleteRecords(r) => delete_records::handle(&ctx, r).await.map(Some),

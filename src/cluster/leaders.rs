@@ -160,4 +160,36 @@ mod tests {
         assert_eq!(Some(g.id), designated(group_key("grp"), [1, 2, 3]));
         assert_eq!(c.coordinates("grp"), g.id == 1);
     }
+
+    #[test]
+    fn nodes_advertising_shards_lead_through_the_owning_shard() {
+        let c = Cluster::new(
+            &Config::parse_from(["kelp", "--listen", "127.0.0.1:9092", "--node-id", "100"]),
+            1,
+        );
+        c.ownership.start_leasing();
+        let shards = |base: i32| -> Vec<Node> {
+            (0..2)
+                .map(|s| Node {
+                    id: base + s,
+                    host: "127.0.0.1".into(),
+                    port: 20000 + base + s,
+                })
+                .collect()
+        };
+        let mut a = node(100, &[("t", 3, 1)]);
+        a.brokers = shards(100);
+        let mut b = node(200, &[]);
+        b.brokers = shards(200);
+        c.members.set(vec![a, b]);
+        let ids: Vec<i32> = c.brokers().iter().map(|n| n.id).collect();
+        assert_eq!(ids, [100, 101, 200, 201]);
+        assert_eq!(c.controller().id, 100);
+        let (n, epoch) = c.leader("t", 3);
+        assert_eq!(n.id, 100 + routing::owner("t", 3, 2) as i32);
+        assert_eq!(epoch, 1);
+        let coord = c.coordinator("grp");
+        let node = designated(group_key("grp"), [100, 200]).unwrap();
+        assert_eq!(coord.id, node + routing::group_owner("grp", 2) as i32);
+    }
 }

@@ -72,6 +72,8 @@ impl Snapshot {
 /// Shared cluster state (one per process).
 pub struct Cluster {
     snapshot: ArcSwap<Snapshot>,
+    /// Fired whenever a new snapshot is published.
+    published: event_listener::Event,
     writer: Mutex<()>,
     next_producer_id: AtomicI64,
     /// Producer ids taken from the storage engine in blocks, not handed out yet.
@@ -124,6 +126,7 @@ impl Cluster {
             .unwrap_or(0);
         Cluster {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
+            published: event_listener::Event::new(),
             writer: Mutex::new(()),
             // Seeded from the clock so ids are not reused across restarts.
             next_producer_id: AtomicI64::new(now_ms << 10),
@@ -188,7 +191,14 @@ impl Cluster {
             })?;
         }
         self.snapshot.store(Arc::new(next));
+        self.published.notify(usize::MAX);
         Ok(())
+    }
+
+    /// Fires when the next snapshot is published (a topic made, changed or deleted);
+    /// register before reading the snapshot.
+    pub fn listen(&self) -> event_listener::EventListener {
+        self.published.listen()
     }
 
     /// Replaces a topic's config overrides (IncrementalAlterConfigs), persisted like topics.

@@ -20,13 +20,18 @@ use arc_swap::ArcSwap;
 use crate::error::KelpError;
 
 /// A partition this node holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
     /// The leader epoch of this tenure.
     pub epoch: i32,
     /// Past this instant the lease may be gone: nothing more is appended.
     pub until: Instant,
+    /// The partition's tenures (leader epoch, first offset), oldest first, this one last.
+    pub history: Arc<Vec<(i32, i64)>>,
 }
+
+/// The tenures of a partition on one node that leads everything: epoch 0 from offset 0.
+pub const ONE_NODE_HISTORY: &[(i32, i64)] = &[(0, 0)];
 
 /// Partitions held by this node, keyed by (topic, partition).
 pub type HeldMap = HashMap<(String, i32), Held>;
@@ -38,6 +43,9 @@ pub struct Ownership {
     held: ArcSwap<HeldMap>,
     version: AtomicU64,
     changed: event_listener::Event,
+    /// Partitions a request is waiting for, to be taken before the others.
+    asked: std::sync::Mutex<Vec<(String, i32)>>,
+    asked_event: event_listener::Event,
 }
 
 impl Ownership {
@@ -65,6 +73,18 @@ impl Ownership {
         }
     }
 
+    /// The tenures of a partition this node leads now (OffsetForLeaderEpoch), or
+    /// NOT_LEADER_OR_FOLLOWER.
+    pub fn history(&self, topic: &str, partition: i32) -> Result<Arc<Vec<(i32, i64)>>, KelpError> {
+        if !self.leased() {
+            return Ok(Arc::new(ONE_NODE_HISTORY.to_vec()));
+        }
+        match self.held.load().get(&(topic.to_string(), partition)) {
+            Some(h) if Instant::now() < h.until => Ok(h.history.clone()),
+            _ => Err(KelpError::NotLeaderOrFollower),
+        }
+    }
+
     /// The partitions held now.
     pub fn held(&self) -> Arc<HeldMap> {
         self.held.load_full()
@@ -76,6 +96,27 @@ impl Ownership {
         self.held.store(Arc::new(held));
         self.version.fetch_add(1, Ordering::AcqRel);
         self.changed.notify(usize::MAX);
+    }
+
+    /// Asks for `(topic, partition)` to be taken first: a request is waiting for it.
+    pub fn ask(&self, topic: &str, partition: i32) {
+        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (topic.to_string(), partition);
+        if !asked.contains(&key) {
+            asked.push(key);
+        }
+        drop(asked);
+        self.asked_event.notify(usize::MAX);
+    }
+
+    /// The partitions asked for since the last call.
+    pub fn take_asked(&self) -> Vec<(String, i32)> {
+        std::mem::take(&mut *self.asked.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Fires when a partition is asked for; register before [`Ownership::take_asked`].
+    pub fn listen_asked(&self) -> event_listener::EventListener {
+        self.asked_event.listen()
     }
 
     /// Fires on the next change of the held set; register before checking.
@@ -141,17 +182,27 @@ mod tests {
         let v = o.version();
         let mut m = HeldMap::new();
         let until = Instant::now() + Duration::from_secs(60);
-        m.insert(("t".into(), 0), Held { epoch: 7, until });
+        let history = Arc::new(vec![(7, 40)]);
+        m.insert(
+            ("t".into(), 0),
+            Held {
+                epoch: 7,
+                until,
+                history: history.clone(),
+            },
+        );
         m.insert(
             ("t".into(), 1),
             Held {
                 epoch: 3,
                 until: Instant::now(),
+                history: history.clone(),
             },
         );
         o.set_held(m);
         assert!(o.version() > v);
         assert_eq!(o.lead("t", 0), Ok(7));
+        assert_eq!(o.history("t", 0), Ok(history));
         // A lease past its safe end is not acted on, even before the forwarder drops it.
         assert_eq!(o.lead("t", 1), Err(KelpError::NotLeaderOrFollower));
     }

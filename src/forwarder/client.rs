@@ -165,6 +165,8 @@ pub struct Forwarder {
     pub(super) stop_owning: tokio::sync::Notify,
     /// Fired by the ownership loop once it has given everything up.
     pub(super) owning_stopped: tokio::sync::Notify,
+    /// The partitions this node leads, with their leases ([`super::ownership`]).
+    pub(super) tenures: RefCell<HashMap<super::ownership::Key, super::ownership::Tenure>>,
     /// Fired when the live nodes changed: the ownership loop runs a round at once.
     pub(super) placement_moved: tokio::sync::Notify,
 }
@@ -217,6 +219,7 @@ impl Forwarder {
             stop_owning: tokio::sync::Notify::new(),
             owning_stopped: tokio::sync::Notify::new(),
             placement_moved: tokio::sync::Notify::new(),
+            tenures: RefCell::new(HashMap::new()),
             last_ack: Cell::new(None),
             active_publishers: Cell::new(0),
         }

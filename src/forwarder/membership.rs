@@ -1,6 +1,8 @@
 //! Kelp nodes over one SeaweedMQ: who is alive, kept on SeaweedFS itself (no consensus of
-//! Kelp's own). Each node writes its record to `/topics/kafka/.meta/kelp/nodes/<node id>`
-//! (`{"node_id":N,"host":"…","port":P}`) and holds the filer lease `kelp/node/<node id>`
+//! Kelp's own). Each node of cluster `<cluster id>` (`--cluster-id`) writes its record to
+//! `/topics/kafka/.meta/kelp/clusters/<cluster id>/nodes/<node id>`
+//! (`{"node_id":N,"host":"…","port":P,"brokers":[…],"owns":[…]}`) and holds the filer lease
+//! `kelp/<cluster id>/node/<node id>`
 //! ([`LEASE_TTL`], renewed every second); a node is live while its lease is held.
 //! Every node reads the live set every second into `cluster::members`, so a node
 //! killed without a goodbye drops out within the lease's ttl, and one stopped cleanly at once
@@ -20,8 +22,8 @@ use crate::cluster::members::LiveNode;
 use crate::cluster::nodes::Node;
 use crate::error::KelpError;
 
-/// Filer directory of the node records.
-pub const ROOT: &str = "/topics/kafka/.meta/kelp/nodes";
+/// Filer directory of the clusters' node records (`<cluster id>/nodes/<node id>`).
+pub const CLUSTERS: &str = "/topics/kafka/.meta/kelp/clusters";
 /// How long a node stays live without renewing its lease.
 pub const LEASE_TTL: Duration = Duration::from_secs(4);
 /// How often a node renews its lease (three tries within the ttl).
@@ -42,8 +44,8 @@ struct Record {
     owns: Vec<(String, i32, i32)>,
 }
 
-fn lock_name(node_id: i32) -> String {
-    format!("kelp/node/{node_id}")
+fn lock_name(cluster: &str, node_id: i32) -> String {
+    format!("kelp/{cluster}/node/{node_id}")
 }
 
 /// This node as the forwarder registers it.
@@ -74,6 +76,11 @@ impl Me {
 }
 
 impl Forwarder {
+    /// The filer directory of this cluster's node records.
+    fn nodes_dir(&self) -> String {
+        format!("{CLUSTERS}/{}/nodes", self.cluster.cluster_id)
+    }
+
     /// Registers this node and takes its lease (start-up). Waits up to the lease's ttl for an
     /// earlier incarnation at the same address; fails when another address holds the id.
     pub(super) async fn join(&self, me: &Me) -> Result<(Lease, String), KelpError> {
@@ -86,7 +93,7 @@ impl Forwarder {
         let until = Instant::now() + LEASE_TTL + Duration::from_secs(2);
         let mut waited = false;
         loop {
-            match lock::acquire(&mut f, &lock_name(me.node_id), &owner, LEASE_TTL).await {
+            match lock::acquire(&mut f, &lock_name(&self.cluster.cluster_id, me.node_id), &owner, LEASE_TTL).await {
                 Ok(Acquired::Held(lease)) => {
                     tracing::info!(node_id = me.node_id, address = %me.address(), generation = lease.generation, "joined the Kelp nodes over SeaweedMQ");
                     return Ok((lease, owner));
@@ -123,7 +130,7 @@ impl Forwarder {
         })
         .map_err(|e| storage("encoding the node record", e))?;
         let mut f = self.filer_client()?;
-        filer::write_file(&mut f, ROOT, &me.node_id.to_string(), body)
+        filer::write_file(&mut f, &self.nodes_dir(), &me.node_id.to_string(), body)
             .await
             .map_err(|e| storage("writing the node record", e))
     }
@@ -173,7 +180,14 @@ impl Forwarder {
             Ok(()) => Ok(()),
             Err(e) => {
                 tracing::warn!(node_id = me.node_id, error = %e, "node lease lost; taking it again");
-                match lock::acquire(&mut f, &lock_name(me.node_id), owner, LEASE_TTL).await {
+                match lock::acquire(
+                    &mut f,
+                    &lock_name(&self.cluster.cluster_id, me.node_id),
+                    owner,
+                    LEASE_TTL,
+                )
+                .await
+                {
                     Ok(Acquired::Held(l)) => {
                         *lease = l;
                         Ok(())
@@ -189,14 +203,14 @@ impl Forwarder {
     async fn live_nodes(&self) -> Result<Vec<LiveNode>, KelpError> {
         let mut f = self.filer_client()?;
         let mut out = Vec::new();
-        for e in filer::list(&mut f, ROOT)
+        for e in filer::list(&mut f, &self.nodes_dir())
             .await
             .map_err(|e| storage("listing nodes", e))?
         {
             let Ok(r) = serde_json::from_slice::<Record>(&e.content) else {
                 continue;
             };
-            let live = lock::owner(&mut f, &lock_name(r.node_id))
+            let live = lock::owner(&mut f, &lock_name(&self.cluster.cluster_id, r.node_id))
                 .await
                 .map_err(|e| storage("node lease owner", e))?
                 .is_some();

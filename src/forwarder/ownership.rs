@@ -1,17 +1,18 @@
 //! Partition leadership among the Kelp nodes over one SeaweedMQ, kept with filer leases.
 //!
-//! Every second, and at once when a node joins or leaves, this node works out which
-//! partitions placement gives it among the live nodes (`cluster::ownership::designated`),
-//! and:
+//! Every second, and at once when a node joins or leaves or a topic appears, this node
+//! works out which partitions placement gives it among the live nodes
+//! (`cluster::ownership::designated`), and:
 //! - gives up the ones it holds and no longer should: they leave the held set first (so
 //!   shards and the publish fence refuse them), their publisher finishes what it had, then
 //!   their lease is released and the new owner can take it at once;
 //! - renews the leases it holds; one not renewed in time is dropped before it could expire
 //!   ([`SAFE_FOR`] after the renewal was sent), so a node cut off from the filer stops
 //!   acting before anyone else can take over;
-//! - takes the lease `kelp/partition/<topic>/<partition>` of the ones it should hold, when
-//!   free. The new tenure's leader epoch is one past the last one recorded in
-//!   `/topics/kafka/.meta/kelp/epochs/<topic>/<partition>` (with the offset it starts at,
+//! - takes the lease `kelp/<cluster id>/partition/<topic>/<partition>` of the ones it should
+//!   hold, when free. The new tenure's leader epoch is one past the last one recorded in
+//!   `/topics/kafka/.meta/kelp/clusters/<cluster id>/epochs/<topic>/<partition>` (with the
+//!   offset it starts at,
 //!   the high water mark then), written before the partition is served, so epochs only grow
 //!   even when the filer forgets its locks on a restart.
 //!
@@ -20,7 +21,7 @@
 //! this node's record so every node's Metadata names the leaders. Runs on the forwarder
 //! thread.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -44,15 +45,14 @@ const EVERY: Duration = Duration::from_secs(1);
 const STOP_WAIT: Duration = Duration::from_secs(3);
 /// Lease operations run at once.
 const PARALLEL: usize = 16;
+/// Partitions taken over per round at most.
+const PER_ROUND: usize = 4 * PARALLEL;
 /// Tenures remembered per partition.
 const HISTORY: usize = 32;
-/// Filer directory of the epoch histories.
-pub const EPOCHS: &str = "/topics/kafka/.meta/kelp/epochs";
+pub(super) type Key = (String, i32);
 
-type Key = (String, i32);
-
-fn lock_name(topic: &str, k: i32) -> String {
-    format!("kelp/partition/{topic}/{k}")
+fn lock_name(cluster: &str, topic: &str, k: i32) -> String {
+    format!("kelp/{cluster}/partition/{topic}/{k}")
 }
 
 /// One partition's tenures: (leader epoch, first offset), oldest first.
@@ -77,16 +77,42 @@ impl Epochs {
 }
 
 /// A partition this node holds.
-struct Tenure {
+pub(super) struct Tenure {
     lease: Lease,
     epoch: i32,
+    /// The partition's tenures, this one last.
+    history: std::sync::Arc<Vec<(i32, i64)>>,
     /// When the last successful grant or renewal was sent.
     renewed: Instant,
 }
 
 impl Forwarder {
+    /// The filer directory of a topic's epoch histories in this cluster.
+    fn epochs_dir(&self, topic: &str) -> String {
+        format!(
+            "{}/{}/epochs/{topic}",
+            super::membership::CLUSTERS,
+            self.cluster.cluster_id
+        )
+    }
+
+    /// Forgets a deleted topic's epoch histories in this cluster (a topic made again under
+    /// the name starts at epoch 0; its files are tied to the old topic id anyway).
+    pub(super) async fn drop_epochs(&self, topic: &str) -> Result<(), KelpError> {
+        let mut f = self.filer_client()?;
+        let dir = format!(
+            "{}/{}/epochs",
+            super::membership::CLUSTERS,
+            self.cluster.cluster_id
+        );
+        filer::delete(&mut f, &dir, topic, true)
+            .await
+            .map_err(|e| storage("deleting epochs", e))
+    }
+
     /// Keeps this node's partition leases in line with placement until the node leaves.
-    /// `first_round` fires once the first round is done.
+    /// `first_round` fires once the first round is done. Renewals run in a task of their
+    /// own, so a slow take-over (SeaweedMQ not answering) never delays them.
     pub(super) async fn keep_ownership(
         self: Rc<Self>,
         owner: String,
@@ -94,23 +120,33 @@ impl Forwarder {
     ) {
         let mut first_round = Some(first_round);
         self.cluster.ownership.start_leasing();
-        let mut held: HashMap<Key, Tenure> = HashMap::new();
+        tokio::task::spawn_local(self.clone().keep_leases(owner.clone()));
         let mut tick = tokio::time::interval(EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut recorded: Vec<(String, i32, i32)> = Vec::new();
+        let mut topics = self.cluster.listen();
+        let mut asked = self.cluster.ownership.listen_asked();
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
                 _ = self.stop_owning.notified() => {}
                 _ = self.placement_moved.notified() => {}
+                // A topic made here or found in SeaweedMQ is led at once, not next round.
+                _ = &mut topics => {}
+                // So is a partition a request waits for.
+                _ = &mut asked => {}
             }
+            topics = self.cluster.listen();
+            asked = self.cluster.ownership.listen_asked();
             if self.leaving.get() {
-                self.give_up_all(&mut held).await;
+                self.give_up_all().await;
                 self.owning_stopped.notify_one();
                 return;
             }
             let wanted = self.wanted();
-            let gone: Vec<Key> = held
+            let gone: Vec<Key> = self
+                .tenures
+                .borrow()
                 .keys()
                 .filter(|k| !wanted.contains(*k))
                 .cloned()
@@ -118,16 +154,30 @@ impl Forwarder {
             if !gone.is_empty() {
                 let leases: Vec<(Key, Tenure)> = gone
                     .into_iter()
-                    .filter_map(|k| held.remove(&k).map(|t| (k, t)))
+                    .filter_map(|k| self.tenures.borrow_mut().remove(&k).map(|t| (k, t)))
                     .collect();
-                self.publish_held(&held);
+                self.publish_held();
                 self.release(leases).await;
             }
-            self.renew_all(&mut held, &owner).await;
-            let missing: Vec<Key> = wanted
+            // Partitions requests wait for first, then the others, a bounded number per
+            // round so that new asks are not kept waiting behind a long list.
+            let mut missing: Vec<Key> = self
+                .cluster
+                .ownership
+                .take_asked()
                 .into_iter()
-                .filter(|k| !held.contains_key(k))
+                .filter(|k| wanted.contains(k))
                 .collect();
+            let rest: Vec<Key> = {
+                let tenures = self.tenures.borrow();
+                wanted
+                    .into_iter()
+                    .filter(|k| !tenures.contains_key(k) && !missing.contains(k))
+                    .collect()
+            };
+            missing.retain(|k| !self.tenures.borrow().contains_key(k));
+            missing.extend(rest);
+            missing.truncate(PER_ROUND);
             let taken: Vec<(Key, Tenure)> = stream::iter(missing)
                 .map(|k| {
                     let me = self.clone();
@@ -138,9 +188,13 @@ impl Forwarder {
                 .filter_map(|r| async move { r })
                 .collect()
                 .await;
-            held.extend(taken);
-            self.publish_held(&held);
-            let mut owns: Vec<(String, i32, i32)> = held
+            if !taken.is_empty() {
+                self.tenures.borrow_mut().extend(taken);
+                self.publish_held();
+            }
+            let mut owns: Vec<(String, i32, i32)> = self
+                .tenures
+                .borrow()
                 .iter()
                 .map(|((t, k), h)| (t.clone(), *k, h.epoch))
                 .collect();
@@ -183,8 +237,10 @@ impl Forwarder {
     }
 
     /// Hands the held set to the shards and the publish fence.
-    fn publish_held(&self, held: &HashMap<Key, Tenure>) {
-        let map: HeldMap = held
+    fn publish_held(&self) {
+        let map: HeldMap = self
+            .tenures
+            .borrow()
             .iter()
             .map(|(k, t)| {
                 (
@@ -192,6 +248,7 @@ impl Forwarder {
                     Held {
                         epoch: t.epoch,
                         until: t.renewed + SAFE_FOR,
+                        history: t.history.clone(),
                     },
                 )
             })
@@ -199,17 +256,30 @@ impl Forwarder {
         self.cluster.ownership.set_held(map);
     }
 
-    /// Renews every held lease; one that cannot be renewed is kept (and served) only while
-    /// its last renewal is safe, then dropped.
-    async fn renew_all(self: &Rc<Self>, held: &mut HashMap<Key, Tenure>, owner: &str) {
-        let renewed: Vec<(Key, Result<Lease, KelpError>, Instant)> =
-            stream::iter(held.iter().map(|(k, t)| (k.clone(), t.lease.clone())))
+    /// Renews every held lease each [`EVERY`] until the node leaves; one that cannot be
+    /// renewed is kept (and served) only while its last renewal is safe, then dropped.
+    async fn keep_leases(self: Rc<Self>, owner: String) {
+        let mut tick = tokio::time::interval(EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if self.leaving.get() {
+                return;
+            }
+            let leases: Vec<(Key, Lease)> = self
+                .tenures
+                .borrow()
+                .iter()
+                .map(|(k, t)| (k.clone(), t.lease.clone()))
+                .collect();
+            let renewed: Vec<(Key, Result<Lease, KelpError>, Instant)> = stream::iter(leases)
                 .map(|(k, mut lease)| {
                     let me = self.clone();
+                    let owner = owner.clone();
                     async move {
                         let sent = Instant::now();
                         let r = match me.filer_client() {
-                            Ok(mut f) => lock::renew(&mut f, &mut lease, owner, PARTITION_TTL)
+                            Ok(mut f) => lock::renew(&mut f, &mut lease, &owner, PARTITION_TTL)
                                 .await
                                 .map(|()| lease)
                                 .map_err(|e| unavailable("partition lease", e)),
@@ -221,20 +291,34 @@ impl Forwarder {
                 .buffer_unordered(PARALLEL)
                 .collect()
                 .await;
-        for (k, r, sent) in renewed {
-            let Some(t) = held.get_mut(&k) else { continue };
-            match r {
-                Ok(lease) => {
-                    t.lease = lease;
-                    t.renewed = sent;
+            let mut lost = false;
+            {
+                let mut tenures = self.tenures.borrow_mut();
+                for (k, r, sent) in renewed {
+                    let Some(t) = tenures.get_mut(&k) else {
+                        continue; // given up meanwhile
+                    };
+                    match r {
+                        Ok(lease) if lease.generation == t.lease.generation => {
+                            t.lease = lease;
+                            t.renewed = sent;
+                        }
+                        Ok(_) => {} // another tenure of the partition meanwhile
+                        Err(e) if t.renewed.elapsed() < SAFE_FOR => {
+                            tracing::warn!(topic = %k.0, partition = k.1, error = %e, "partition lease not renewed; retrying");
+                        }
+                        Err(e) => {
+                            tracing::error!(topic = %k.0, partition = k.1, error = %e, "partition lease lost: no longer serving the partition");
+                            tenures.remove(&k);
+                            lost = true;
+                        }
+                    }
                 }
-                Err(e) if t.renewed.elapsed() < SAFE_FOR => {
-                    tracing::warn!(topic = %k.0, partition = k.1, error = %e, "partition lease not renewed; retrying");
-                }
-                Err(e) => {
-                    tracing::error!(topic = %k.0, partition = k.1, error = %e, "partition lease lost: no longer serving the partition");
-                    held.remove(&k);
-                }
+            }
+            self.publish_held();
+            if lost {
+                // The node record must stop naming it; the placement round rewrites it.
+                self.placement_moved.notify_one();
             }
         }
     }
@@ -244,7 +328,14 @@ impl Forwarder {
     async fn take(self: &Rc<Self>, topic: &str, k: i32, owner: &str) -> Option<Tenure> {
         let sent = Instant::now();
         let mut f = self.filer_client().ok()?;
-        let lease = match lock::acquire(&mut f, &lock_name(topic, k), owner, PARTITION_TTL).await {
+        let lease = match lock::acquire(
+            &mut f,
+            &lock_name(&self.cluster.cluster_id, topic, k),
+            owner,
+            PARTITION_TTL,
+        )
+        .await
+        {
             Ok(Acquired::Held(l)) => l,
             Ok(Acquired::Busy(_)) => return None,
             Err(e) => {
@@ -253,11 +344,13 @@ impl Forwarder {
             }
         };
         match self.open_tenure(topic, k).await {
-            Ok(epoch) => {
+            Ok(history) => {
+                let epoch = history.epochs.last().map_or(0, |&(e, _)| e);
                 tracing::info!(topic, partition = k, epoch, "leading the partition");
                 Some(Tenure {
                     lease,
                     epoch,
+                    history: std::sync::Arc::new(history.epochs),
                     renewed: sent,
                 })
             }
@@ -269,8 +362,9 @@ impl Forwarder {
         }
     }
 
-    /// Records the next epoch of a partition, starting at SeaweedMQ's high water mark now.
-    async fn open_tenure(&self, topic: &str, k: i32) -> Result<i32, KelpError> {
+    /// Records the next epoch of a partition, starting at SeaweedMQ's high water mark now;
+    /// returns the tenures with the new one last.
+    async fn open_tenure(&self, topic: &str, k: i32) -> Result<Epochs, KelpError> {
         let id = self
             .cluster
             .topic(topic)
@@ -284,10 +378,10 @@ impl Forwarder {
         history.push(epoch, hwm);
         let body = super::tied::encode(&history, id).map_err(|e| storage("encoding epochs", e))?;
         let mut f = self.filer_client()?;
-        filer::write_file(&mut f, &format!("{EPOCHS}/{topic}"), &k.to_string(), body)
+        filer::write_file(&mut f, &self.epochs_dir(topic), &k.to_string(), body)
             .await
             .map_err(|e| storage("writing epochs", e))?;
-        Ok(epoch)
+        Ok(history)
     }
 
     /// A partition's recorded tenures (none yet: empty).
@@ -298,7 +392,7 @@ impl Forwarder {
         id: uuid::Uuid,
     ) -> Result<Epochs, KelpError> {
         let mut f = self.filer_client()?;
-        let body = filer::read_file(&mut f, &format!("{EPOCHS}/{topic}"), &k.to_string())
+        let body = filer::read_file(&mut f, &self.epochs_dir(topic), &k.to_string())
             .await
             .map_err(|e| unavailable("reading epochs", e))?;
         Ok(body
@@ -328,9 +422,9 @@ impl Forwarder {
     }
 
     /// Gives every partition up (clean stop), so the other nodes take them at once.
-    async fn give_up_all(&self, held: &mut HashMap<Key, Tenure>) {
-        let all: Vec<(Key, Tenure)> = held.drain().collect();
-        self.publish_held(held);
+    async fn give_up_all(&self) {
+        let all: Vec<(Key, Tenure)> = self.tenures.borrow_mut().drain().collect();
+        self.publish_held();
         self.release(all).await;
     }
 }

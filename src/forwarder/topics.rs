@@ -187,6 +187,7 @@ impl Forwarder {
             .map_err(|e| storage("deleting the topic directory", e))?;
         self.drop_log_starts(name).await?;
         self.drop_topic_configs(name).await?;
+        self.drop_epochs(name).await?;
         self.invalidate(name);
         self.publishers.borrow_mut().retain(|(t, _), _| t != name);
         self.publisher_tasks

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, SyncGroupRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -70,6 +70,7 @@ requests! {
     DeleteTopics(DeleteTopicsRequest) = DELETE_TOPICS,
     DeleteRecords(DeleteRecordsRequest) = DELETE_RECORDS,
     InitProducerId(InitProducerIdRequest) = INIT_PRODUCER_ID,
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest) = OFFSET_FOR_LEADER_EPOCH,
     DescribeConfigs(DescribeConfigsRequest) = DESCRIBE_CONFIGS,
     DeleteGroups(DeleteGroupsRequest) = DELETE_GROUPS,
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest) = INCREMENTAL_ALTER_CONFIGS,

@@ -51,6 +51,8 @@ pub mod key {
     pub const DELETE_TOPICS: i16 = 20;
     /// InitProducerId: a producer id and epoch for an idempotent producer.
     pub const INIT_PRODUCER_ID: i16 = 22;
+    /// OffsetForLeaderEpoch: where a leader epoch ended (consumers' truncation check).
+    pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
     /// DescribeConfigs: topic and broker configs.
     pub const DESCRIBE_CONFIGS: i16 = 32;
     /// DeleteGroups: drop empty groups and their offsets.
@@ -187,6 +189,13 @@ pub const SUPPORTED: &[ApiSupport] = &[
         min: 0,
         max: 4,
         first_flexible: 2,
+    },
+    ApiSupport {
+        key: key::OFFSET_FOR_LEADER_EPOCH,
+        name: "OffsetForLeaderEpoch",
+        min: 2,
+        max: 4,
+        first_flexible: 4,
     },
     ApiSupport {
         key: key::DESCRIBE_CONFIGS,

@@ -30,6 +30,7 @@ impl Shard {
             return Ok(());
         }
         let until = deadline.min(Instant::now() + TAKE_WAIT);
+        let mut asked = false;
         loop {
             let listener = ownership.listen();
             match ownership.lead(topic, partition) {
@@ -39,6 +40,10 @@ impl Shard {
                 }
                 Err(e) if !self.cluster.placed_here(topic, partition) => return Err(e),
                 Err(e) => {
+                    if !asked {
+                        ownership.ask(topic, partition);
+                        asked = true;
+                    }
                     if crate::deadline::until(listener, until).await.is_none() {
                         return Err(e);
                     }
@@ -47,13 +52,20 @@ impl Shard {
         }
     }
 
-    /// Drops a partition's state built under another epoch.
+    /// Drops a partition's state built under another node's epoch. The epoch right after
+    /// this node's own (it lost the lease for a moment and took it again: nobody led in
+    /// between, epochs go up by one per tenure) keeps the state, which still describes the
+    /// whole log, producer state included.
     fn enter_epoch(&self, topic: &str, partition: i32, epoch: i32) {
         let mut parts = self.partitions.borrow_mut();
         let Some(p) = parts.get_mut(&(topic.to_string(), partition)) else {
             return;
         };
         if p.epoch == epoch {
+            return;
+        }
+        if p.epoch >= 0 && epoch == p.epoch + 1 {
+            p.epoch = epoch;
             return;
         }
         tracing::info!(
@@ -72,7 +84,7 @@ impl Shard {
         self.set_cached(self.cached_bytes.get().saturating_sub(freed));
     }
 
-    /// Drops the state of partitions this node no longer leads, when the held set changed
+    /// Drops the state of partitions placed on another node, when the held set changed
     /// since `seen`; returns the version looked at.
     pub(super) fn drop_unled(&self, seen: u64) -> u64 {
         let ownership = &self.cluster.ownership;
@@ -83,8 +95,11 @@ impl Shard {
         let held = ownership.held();
         let mut freed = 0;
         let mut parts = self.partitions.borrow_mut();
+        // A partition still placed here but not held (its lease lapsed for a moment, or is
+        // being taken) keeps its state: the next tenure may continue it.
+        let kept = |k: &(String, i32)| held.contains_key(k) || self.cluster.placed_here(&k.0, k.1);
         parts.retain(|k, p| {
-            let keep = held.contains_key(k);
+            let keep = kept(k);
             if !keep {
                 freed += p.cached_bytes();
                 p.wake_all();
@@ -92,9 +107,7 @@ impl Shard {
             keep
         });
         drop(parts);
-        self.eviction
-            .borrow_mut()
-            .retain(|(k, _)| held.contains_key(k));
+        self.eviction.borrow_mut().retain(|(k, _)| kept(k));
         self.set_cached(self.cached_bytes.get().saturating_sub(freed));
         now
     }

@@ -163,6 +163,14 @@ class Broker:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def cluster_id(self):
+        """The --cluster-id: on SeaweedMQ each Kelp of this suite is a cluster of its own
+        unless a test passes another's id (test_cluster.py joins the suite's Kelp)."""
+        if "--cluster-id" in self.extra_args:
+            return self.extra_args[self.extra_args.index("--cluster-id") + 1]
+        return f"e2e-{self.node_id}"
+
+    @property
     def kafka_node_id(self):
         """The --node-id this Kelp runs with (the first shard's id with --advertise-shards)."""
         if "--node-id" in self.extra_args:
@@ -188,6 +196,8 @@ class Broker:
             args += ["--log-level", os.environ["KELP_LOG_LEVEL"]]
         if STORAGE == "seaweedmq" and "--node-id" not in self.extra_args:
             args += ["--node-id", str(self.node_id)]
+        if STORAGE == "seaweedmq" and "--cluster-id" not in self.extra_args:
+            args += ["--cluster-id", self.cluster_id]
         if STORAGE == "seaweedmq":
             args += ["--seaweedmq-master", self.seaweed.master,
                      # topics made outside Kelp show up in Metadata quickly

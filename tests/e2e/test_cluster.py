@@ -118,9 +118,10 @@ def test_three_nodes_survive_a_kill_and_a_rolling_restart(broker, seaweed):
     require(any("kafka-clients-4" in j for j in jars), f"kafka-clients 4.x jars in {JARS}")
     if seaweed.external:
         pytest.skip("needs the suite's own SeaweedFS")
+    join = ["--cluster-id", broker.cluster_id]
     with extra_brokers(seaweed, 1), \
-            conftest.running_broker(conftest.Broker, "kelp-b-", seaweed=seaweed) as b, \
-            conftest.running_broker(conftest.Broker, "kelp-c-", seaweed=seaweed) as c:
+            conftest.running_broker(conftest.Broker, "kelp-b-", join, seaweed=seaweed) as b, \
+            conftest.running_broker(conftest.Broker, "kelp-c-", join, seaweed=seaweed) as c:
         nodes = [broker, b, c]
         ids = sorted(n.kafka_node_id for n in nodes)
         wait_for("three live nodes in Metadata", lambda: brokers(broker.bootstrap) == ids, 15)

@@ -368,18 +368,19 @@ def test_kelp_nodes_hold_leases_on_the_filer_and_see_each_other(broker, seaweed)
         pytest.fail(f"{live_nodes(port)} live nodes, expected {n}")
 
     pa, pb = conftest.free_port(), conftest.free_port()
+    join = ["--cluster-id", broker.cluster_id]
     with conftest.running_broker(conftest.Broker, "kelp-node7-",
-                                 ["--node-id", "7", "--metrics-addr", f"127.0.0.1:{pa}"],
+                                 ["--node-id", "7", "--metrics-addr", f"127.0.0.1:{pa}"] + join,
                                  seaweed=seaweed) as a:
         wait_live(pa, 2, 10)
         with conftest.running_broker(conftest.Broker, "kelp-node9-",
-                                     ["--node-id", "9", "--metrics-addr", f"127.0.0.1:{pb}"],
-                                     seaweed=seaweed) as b:
+                                     ["--node-id", "9", "--metrics-addr", f"127.0.0.1:{pb}"]
+                                     + join, seaweed=seaweed) as b:
             wait_live(pa, 3, 10)
             wait_live(pb, 3, 10)
             # The same node id from another address: refused at start-up.
             with tempfile.TemporaryDirectory(prefix="kelp-dup-") as d:
-                dup = conftest.Broker(d, ["--node-id", "9"], seaweed=seaweed)
+                dup = conftest.Broker(d, ["--node-id", "9"] + join, seaweed=seaweed)
                 proc = subprocess.Popen(dup.args(), stdout=dup.log, stderr=dup.log)
                 try:
                     code = proc.wait(60)
@@ -390,7 +391,7 @@ def test_kelp_nodes_hold_leases_on_the_filer_and_see_each_other(broker, seaweed)
                 assert code != 0, "a second node with a live node's id must not start"
                 with open(dup.log_path, "rb") as f:
                     assert b"is held by a live node" in f.read()
-            # Killed: gone from the others' view within the lease ttl (6 s) and a view period.
+            # Killed: gone from the others' view within the lease ttl (4 s) and a view period.
             b.proc.kill()
             b.proc.wait(10)
             t0 = time.time()

@@ -277,3 +277,48 @@ fn evicting_the_memory_cache_moves_the_log_start() {
         assert_eq!(list(c, 8, &[("small", 0, LATEST)]).await, [(0, -1, 10)]);
     });
 }
+
+#[test]
+fn offset_for_leader_epoch_ends_the_only_epoch_at_the_log_end() {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::OffsetForLeaderEpochRequest;
+    run(2, &[], |b| async move {
+        let c = &b.client;
+        create_topic(c, "e", 2).await;
+        produce_ok(c, "e", 1, batch(&["a", "b", "c"], 10)).await;
+        // (partition, current epoch, requested epoch) -> (error, epoch, end offset)
+        let cases = [
+            (1, -1, 0, (code::NONE, 0, 3)),
+            (0, 0, 0, (code::NONE, 0, 0)),
+            (1, 0, 3, (code::NONE, -1, -1)),
+            (1, 2, 0, (code::UNKNOWN_LEADER_EPOCH, -1, -1)),
+            (7, -1, 0, (code::UNKNOWN_TOPIC_OR_PARTITION, -1, -1)),
+        ];
+        for v in [2i16, 3, 4] {
+            let parts = cases
+                .iter()
+                .map(|&(p, cur, req, _)| {
+                    OffsetForLeaderPartition::default()
+                        .with_partition(p)
+                        .with_current_leader_epoch(cur)
+                        .with_leader_epoch(req)
+                })
+                .collect();
+            let req = OffsetForLeaderEpochRequest::default().with_topics(vec![
+                OffsetForLeaderTopic::default()
+                    .with_topic(topic_name("e"))
+                    .with_partitions(parts),
+            ]);
+            let resp = c.send(v, req).await;
+            let got: Vec<(i16, i32, i64)> = resp.topics[0]
+                .partitions
+                .iter()
+                .map(|p| (p.error_code, p.leader_epoch, p.end_offset))
+                .collect();
+            let want: Vec<(i16, i32, i64)> = cases.iter().map(|c| c.3).collect();
+            assert_eq!(got, want, "v{v}");
+        }
+    });
+}

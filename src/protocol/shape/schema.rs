@@ -423,6 +423,33 @@ pub static INIT_PRODUCER_ID: Message = Message {
     ],
 };
 
+/// `OffsetForLeaderEpochRequest` (valid versions 2-4, flexible 4+).
+pub static OFFSET_FOR_LEADER_EPOCH: Message = Message {
+    name: "OffsetForLeaderEpochRequest",
+    api_key: 23,
+    valid: V(2, 4),
+    flexible: V(4, MAX),
+    fields: &[
+        f("ReplicaId", Kind::Int32, V(3, MAX)),
+        f(
+            "Topics",
+            Kind::Array(&Kind::Struct(&[
+                f("Topic", Kind::String, V(0, MAX)),
+                f(
+                    "Partitions",
+                    Kind::Array(&Kind::Struct(&[
+                        f("Partition", Kind::Int32, V(0, MAX)),
+                        f("CurrentLeaderEpoch", Kind::Int32, V(2, MAX)),
+                        f("LeaderEpoch", Kind::Int32, V(0, MAX)),
+                    ])),
+                    V(0, MAX),
+                ),
+            ])),
+            V(0, MAX),
+        ),
+    ],
+};
+
 /// `DescribeConfigsRequest` (valid versions 1-4, flexible 4+).
 pub static DESCRIBE_CONFIGS: Message = Message {
     name: "DescribeConfigsRequest",
@@ -562,6 +589,7 @@ pub static ALL: &[&Message] = &[
     &DELETE_TOPICS,
     &DELETE_RECORDS,
     &INIT_PRODUCER_ID,
+    &OFFSET_FOR_LEADER_EPOCH,
     &DESCRIBE_CONFIGS,
     &DELETE_GROUPS,
     &INCREMENTAL_ALTER_CONFIGS,

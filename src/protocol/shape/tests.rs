@@ -203,6 +203,7 @@ fn table_agrees_with_the_crate_for_every_supported_version() {
     agree::<DeleteTopicsRequest>(&DELETE_TOPICS);
     agree::<DeleteRecordsRequest>(&DELETE_RECORDS);
     agree::<InitProducerIdRequest>(&INIT_PRODUCER_ID);
+    agree::<OffsetForLeaderEpochRequest>(&OFFSET_FOR_LEADER_EPOCH);
     agree::<DescribeConfigsRequest>(&DESCRIBE_CONFIGS);
     agree::<DeleteGroupsRequest>(&DELETE_GROUPS);
     agree::<IncrementalAlterConfigsRequest>(&INCREMENTAL_ALTER_CONFIGS);
