@@ -165,6 +165,10 @@ pub struct Forwarder {
     pub(super) stop_owning: tokio::sync::Notify,
     /// Fired by the ownership loop once it has given everything up.
     pub(super) owning_stopped: tokio::sync::Notify,
+    /// Take-overs running (None) or failed and waiting until then (Some).
+    pub(super) taking: RefCell<HashMap<super::ownership::Key, Option<Instant>>>,
+    /// Slots for take-overs running at once.
+    pub(super) take_slots: Arc<tokio::sync::Semaphore>,
     /// The partitions this node leads, with their leases ([`super::ownership`]).
     pub(super) tenures: RefCell<HashMap<super::ownership::Key, super::ownership::Tenure>>,
     /// Fired when the live nodes changed: the ownership loop runs a round at once.
@@ -220,6 +224,8 @@ impl Forwarder {
             owning_stopped: tokio::sync::Notify::new(),
             placement_moved: tokio::sync::Notify::new(),
             tenures: RefCell::new(HashMap::new()),
+            taking: RefCell::new(HashMap::new()),
+            take_slots: Arc::new(tokio::sync::Semaphore::new(super::ownership::TAKING)),
             last_ack: Cell::new(None),
             active_publishers: Cell::new(0),
         }

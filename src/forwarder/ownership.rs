@@ -45,8 +45,10 @@ const EVERY: Duration = Duration::from_secs(1);
 const STOP_WAIT: Duration = Duration::from_secs(3);
 /// Lease operations run at once.
 const PARALLEL: usize = 16;
-/// Partitions taken over per round at most.
-const PER_ROUND: usize = 4 * PARALLEL;
+/// Take-overs running at once.
+pub(super) const TAKING: usize = 64;
+/// How long a failed take-over waits before it is tried again (unless a request asks).
+const RETRY_AFTER: Duration = Duration::from_secs(3);
 /// Tenures remembered per partition.
 const HISTORY: usize = 32;
 pub(super) type Key = (String, i32);
@@ -171,27 +173,38 @@ impl Forwarder {
             let rest: Vec<Key> = {
                 let tenures = self.tenures.borrow();
                 wanted
-                    .into_iter()
-                    .filter(|k| !tenures.contains_key(k) && !missing.contains(k))
+                    .iter()
+                    .filter(|k| !tenures.contains_key(*k) && !missing.contains(*k))
+                    .cloned()
                     .collect()
             };
             missing.retain(|k| !self.tenures.borrow().contains_key(k));
+            let asked_now: HashSet<Key> = missing.iter().cloned().collect();
             missing.extend(rest);
-            missing.truncate(PER_ROUND);
-            let taken: Vec<(Key, Tenure)> = stream::iter(missing)
-                .map(|k| {
-                    let me = self.clone();
-                    let owner = owner.clone();
-                    async move { me.take(&k.0, k.1, &owner).await.map(|t| (k, t)) }
-                })
-                .buffer_unordered(PARALLEL)
-                .filter_map(|r| async move { r })
-                .collect()
-                .await;
-            if !taken.is_empty() {
-                self.tenures.borrow_mut().extend(taken);
-                self.publish_held();
+            // Take-overs run in tasks of their own: one waiting on SeaweedMQ (a partition
+            // whose broker is gone) never holds up another, nor the next round. A failed
+            // one is tried again after RETRY_AFTER, or at once when a request asks.
+            self.taking.borrow_mut().retain(|k, _| wanted.contains(k));
+            let now = Instant::now();
+            let mut first = Vec::new();
+            for k in missing {
+                {
+                    let mut taking = self.taking.borrow_mut();
+                    match taking.get(&k) {
+                        Some(None) => continue,
+                        Some(Some(after)) if *after > now && !asked_now.contains(&k) => continue,
+                        _ => {}
+                    }
+                    taking.insert(k.clone(), None);
+                }
+                let task =
+                    tokio::task::spawn_local(self.clone().take_in_background(k, owner.clone()));
+                if first_round.is_some() {
+                    first.push(task);
+                }
             }
+            // The first round is awaited, so a node is ready with the partitions it can have.
+            futures::future::join_all(first).await;
             let mut owns: Vec<(String, i32, i32)> = self
                 .tenures
                 .borrow()
@@ -209,6 +222,29 @@ impl Forwarder {
                 let _ = tx.send(());
             }
         }
+    }
+
+    /// Takes one partition over (a task of its own, at most [`TAKING`] at once) and adds it
+    /// to the held set, or releases it again if placement moved on meanwhile.
+    async fn take_in_background(self: Rc<Self>, k: Key, owner: String) {
+        let Ok(_slot) = self.take_slots.clone().acquire_owned().await else {
+            return;
+        };
+        let Some(t) = self.take(&k.0, k.1, &owner).await else {
+            self.taking
+                .borrow_mut()
+                .insert(k, Some(Instant::now() + RETRY_AFTER));
+            return;
+        };
+        self.taking.borrow_mut().remove(&k);
+        if self.leaving.get() || !self.wanted().contains(&k) {
+            self.release(vec![(k, t)]).await;
+            return;
+        }
+        self.tenures.borrow_mut().insert(k, t);
+        self.publish_held();
+        // The node record names it from the next round on.
+        self.placement_moved.notify_one();
     }
 
     /// The partitions placement gives this node now: none while it is not live itself.
