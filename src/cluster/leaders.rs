@@ -11,6 +11,12 @@ use super::nodes::Node;
 use super::ownership::{designated, group_key, partition_key};
 use super::{routing, Cluster};
 
+/// The live node placement gives `key` to.
+fn placed(live: &[LiveNode], key: u64) -> Option<&LiveNode> {
+    let id = designated(key, live.iter().map(|n| n.node_id))?;
+    live.iter().find(|n| n.node_id == id)
+}
+
 impl Cluster {
     /// The live nodes when leadership is leased and the live set is known.
     fn live_view(&self) -> Option<std::sync::Arc<Vec<LiveNode>>> {
@@ -65,11 +71,7 @@ impl Cluster {
         if let Some((epoch, n)) = holder {
             return (n.broker(pick), epoch);
         }
-        let id = designated(
-            partition_key(topic, partition),
-            live.iter().map(|n| n.node_id),
-        );
-        match live.iter().find(|n| Some(n.node_id) == id) {
+        match placed(&live, partition_key(topic, partition)) {
             Some(n) => (n.broker(pick), -1),
             None => (self.nodes.leader(topic, partition).clone(), -1),
         }
@@ -80,8 +82,7 @@ impl Cluster {
         let Some(live) = self.live_view() else {
             return self.nodes.coordinator(group).clone();
         };
-        let id = designated(group_key(group), live.iter().map(|n| n.node_id));
-        match live.iter().find(|n| Some(n.node_id) == id) {
+        match placed(&live, group_key(group)) {
             Some(n) => n.broker(|shards| routing::group_owner(group, shards)),
             None => self.nodes.coordinator(group).clone(),
         }
@@ -91,10 +92,7 @@ impl Cluster {
     /// is taking the lease, or holds it).
     pub fn placed_here(&self, topic: &str, partition: i32) -> bool {
         self.live_view().is_some_and(|live| {
-            designated(
-                partition_key(topic, partition),
-                live.iter().map(|n| n.node_id),
-            ) == Some(self.node_id)
+            placed(&live, partition_key(topic, partition)).map(|n| n.node_id) == Some(self.node_id)
         })
     }
 
@@ -102,9 +100,7 @@ impl Cluster {
     pub fn coordinates(&self, group: &str) -> bool {
         match self.live_view() {
             None => true,
-            Some(live) => {
-                designated(group_key(group), live.iter().map(|n| n.node_id)) == Some(self.node_id)
-            }
+            Some(live) => placed(&live, group_key(group)).map(|n| n.node_id) == Some(self.node_id),
         }
     }
 }

@@ -66,9 +66,19 @@ impl Ownership {
         if !self.leased() {
             return Ok(0);
         }
-        // The key is built only on the leased path: single-node appends pay nothing.
+        self.held_now(topic, partition, |h| h.epoch)
+    }
+
+    /// `f` of the partition's tenure while it is safe to act on, else NOT_LEADER_OR_FOLLOWER.
+    /// The key is built only on the leased path: single-node appends pay nothing.
+    fn held_now<T>(
+        &self,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&Held) -> T,
+    ) -> Result<T, KelpError> {
         match self.held.load().get(&(topic.to_string(), partition)) {
-            Some(h) if Instant::now() < h.until => Ok(h.epoch),
+            Some(h) if Instant::now() < h.until => Ok(f(h)),
             _ => Err(KelpError::NotLeaderOrFollower),
         }
     }
@@ -79,10 +89,7 @@ impl Ownership {
         if !self.leased() {
             return Ok(Arc::new(ONE_NODE_HISTORY.to_vec()));
         }
-        match self.held.load().get(&(topic.to_string(), partition)) {
-            Some(h) if Instant::now() < h.until => Ok(h.history.clone()),
-            _ => Err(KelpError::NotLeaderOrFollower),
-        }
+        self.held_now(topic, partition, |h| h.history.clone())
     }
 
     /// The partitions held now.
@@ -137,18 +144,12 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// FNV-1a over `parts`, each followed by a 0xff separator so ("ab", "c") and ("a", "bc")
+/// differ.
 fn fnv1a(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for &b in *part {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        // A separator, so ("ab", "c") and ("a", "bc") differ.
-        h ^= 0xff;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    parts.iter().fold(super::routing::FNV_BASIS, |h, part| {
+        super::routing::fnv1a_from(super::routing::fnv1a_from(h, part), &[0xff])
+    })
 }
 
 /// The node among `live` (node ids) that owns `key`: highest random weight. None when no

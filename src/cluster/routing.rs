@@ -1,13 +1,20 @@
 //! Stable placement of partitions and consumer groups on shards.
 
-/// FNV-1a: stable across runs and platforms, unlike std's randomised hasher.
-fn fnv1a(data: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+/// FNV-1a's offset basis: the hash of nothing.
+pub(super) const FNV_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a of `data` continuing from `h`: stable across runs and platforms, unlike std's
+/// randomised hasher.
+pub(super) fn fnv1a_from(mut h: u64, data: &[u8]) -> u64 {
     for &b in data {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h
+}
+
+fn fnv1a(data: &[u8]) -> u64 {
+    fnv1a_from(FNV_BASIS, data)
 }
 
 /// The shard owning `(topic, partition)` among `shards`. A topic's partitions go round-robin

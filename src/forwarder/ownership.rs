@@ -89,25 +89,25 @@ pub(super) struct Tenure {
 }
 
 impl Forwarder {
-    /// The filer directory of a topic's epoch histories in this cluster.
-    fn epochs_dir(&self, topic: &str) -> String {
+    /// The filer directory of this cluster's epoch histories, a directory per topic.
+    fn epochs_root(&self) -> String {
         format!(
-            "{}/{}/epochs/{topic}",
+            "{}/{}/epochs",
             super::membership::CLUSTERS,
             self.cluster.cluster_id
         )
+    }
+
+    /// The filer directory of a topic's epoch histories in this cluster.
+    fn epochs_dir(&self, topic: &str) -> String {
+        format!("{}/{topic}", self.epochs_root())
     }
 
     /// Forgets a deleted topic's epoch histories in this cluster (a topic made again under
     /// the name starts at epoch 0; its files are tied to the old topic id anyway).
     pub(super) async fn drop_epochs(&self, topic: &str) -> Result<(), KelpError> {
         let mut f = self.filer_client()?;
-        let dir = format!(
-            "{}/{}/epochs",
-            super::membership::CLUSTERS,
-            self.cluster.cluster_id
-        );
-        filer::delete(&mut f, &dir, topic, true)
+        filer::delete(&mut f, &self.epochs_root(), topic, true)
             .await
             .map_err(|e| storage("deleting epochs", e))
     }
@@ -237,7 +237,10 @@ impl Forwarder {
             return;
         };
         self.taking.borrow_mut().remove(&k);
-        if self.leaving.get() || !self.wanted().contains(&k) {
+        // Placement of this one key, not the whole wanted set again for each take-over.
+        let still_here = self.cluster.placed_here(&k.0, k.1)
+            && self.cluster.topic(&k.0).is_some_and(|t| k.1 < t.partitions);
+        if self.leaving.get() || !still_here {
             self.release(vec![(k, t)]).await;
             return;
         }

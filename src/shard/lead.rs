@@ -75,13 +75,9 @@ impl Shard {
             to = epoch,
             "new tenure: partition state starts afresh"
         );
-        let freed = p.cached_bytes();
-        p.wake_all();
         let mut fresh = crate::partition::Partition::new(p.topic_id, p.store().clone());
         fresh.epoch = epoch;
-        *p = fresh;
-        drop(parts);
-        self.set_cached(self.cached_bytes.get().saturating_sub(freed));
+        self.replace_partition(p, fresh);
     }
 
     /// Drops the state of partitions placed on another node, when the held set changed

@@ -142,13 +142,20 @@ impl Shard {
             .entry(key)
             .or_insert_with(|| self.new_partition(topic, partition, &meta));
         if p.topic_id != meta.id {
-            let freed = p.cached_bytes();
-            p.wake_all();
             p.store().remove();
-            *p = self.new_partition(topic, partition, &meta);
-            self.set_cached(self.cached_bytes.get() - freed);
+            let fresh = self.new_partition(topic, partition, &meta);
+            self.replace_partition(p, fresh);
         }
         Ok(f(p))
+    }
+
+    /// Puts `fresh` state in place of a partition's, waking its waiters and releasing its
+    /// cache from this shard's account.
+    fn replace_partition(&self, p: &mut Partition, fresh: Partition) {
+        let freed = p.cached_bytes();
+        p.wake_all();
+        *p = fresh;
+        self.set_cached(self.cached_bytes.get().saturating_sub(freed));
     }
 
     /// Fresh state for a partition with no data yet.
