@@ -440,19 +440,38 @@ impl Forwarder {
     }
 
     /// Lets given-up partitions' publishers finish (bounded), then releases their leases.
+    /// A publisher still running at the bound is stopped and its lease left to expire
+    /// instead: what it had sent reaches SeaweedMQ well before another node can take the
+    /// partition, so two publishers never write one partition at once.
     async fn release(&self, leases: Vec<(Key, Tenure)>) {
-        let tasks: Vec<_> = leases
+        let mut tasks: Vec<(Key, tokio::task::JoinHandle<()>)> = leases
             .iter()
             .filter_map(|(k, _)| {
                 self.publishers.borrow_mut().remove(k);
-                self.publisher_tasks.borrow_mut().remove(k)
+                let t = self.publisher_tasks.borrow_mut().remove(k)?;
+                Some((k.clone(), t))
             })
             .collect();
-        let _ = tokio::time::timeout(STOP_WAIT, futures::future::join_all(tasks)).await;
+        let _ = tokio::time::timeout(
+            STOP_WAIT,
+            futures::future::join_all(tasks.iter_mut().map(|(_, t)| t)),
+        )
+        .await;
+        let mut stuck = HashSet::new();
+        for (k, t) in tasks {
+            if !t.is_finished() {
+                t.abort();
+                stuck.insert(k);
+            }
+        }
         let Ok(mut f) = self.filer_client() else {
             return;
         };
         for ((topic, k), t) in leases {
+            if stuck.contains(&(topic.clone(), k)) {
+                tracing::warn!(topic = %topic, partition = k, epoch = t.epoch, "publisher did not finish in time; stopped, the partition lease expires");
+                continue;
+            }
             tracing::info!(topic = %topic, partition = k, epoch = t.epoch, "handing the partition over");
             if let Err(e) = lock::release(&mut f, &t.lease).await {
                 tracing::debug!(topic = %topic, partition = k, error = %e, "partition lease not released; it expires");

@@ -371,6 +371,16 @@ impl State {
                 self.accept(m, exp + i as i64);
             }
         }
+        self.requeue_inflight();
+        if hwm < exp {
+            self.replay_lost(hwm, exp, topic, k);
+        }
+        self.expected = Some(hwm);
+    }
+
+    /// Puts the in-flight messages, known not stored, back at the front of the queue in
+    /// order (those whose job is already answered are dropped instead).
+    fn requeue_inflight(&mut self) {
         while let Some(m) = self.inflight.pop_back() {
             if m.job == REPLAY || self.jobs.get(&m.job).is_some_and(|j| j.reply.is_some()) {
                 self.queue.push_front(m);
@@ -378,10 +388,6 @@ impl State {
                 self.resolve(&m, Err(KelpError::RequestTimedOut));
             }
         }
-        if hwm < exp {
-            self.replay_lost(hwm, exp, topic, k);
-        }
-        self.expected = Some(hwm);
     }
 
     /// Answers jobs past their deadline with a retriable error; drops their unsent messages.
@@ -419,7 +425,20 @@ impl State {
 enum Ended {
     /// No more jobs will come (the partition's sender is gone) and nothing is pending.
     Done,
+    /// The stream broke (transport): acknowledgements may have been lost on the way, so the
+    /// high water mark tells which in-flight messages were stored.
     Broken(String),
+    /// The broker's handler ended the stream with an error: every acknowledgement it sent
+    /// arrived before that status, so the in-flight messages were not stored.
+    Refused(String),
+}
+
+/// Whether a publish stream's status is the broker's handler giving up on a message it could
+/// not store (weed returns "... publish error: ..." as gRPC Unknown). The offset it took for
+/// that message is burned: the high water mark counts it, but nothing is there, so the
+/// message must not be taken as stored because it is below the mark (it is sent again).
+fn refused_by_broker(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::Unknown && status.message().contains("publish error")
 }
 
 struct Stream {
@@ -554,6 +573,9 @@ async fn pump(
                     }
                 }
                 Ok(None) => return Ended::Broken("the broker closed the stream".into()),
+                Err(status) if refused_by_broker(&status) => {
+                    return Ended::Refused(format!("refused: {status}"))
+                }
                 Err(status) => return Ended::Broken(format!("stream error: {status}")),
             },
             _ = tick.tick() => st.expire(Instant::now(), topic, k),
@@ -636,39 +658,42 @@ async fn run_partition(
             }
             Err(e) => Ended::Broken(e),
         };
-        match ended {
+        let why = match ended {
             Ended::Done => return,
-            Ended::Broken(why) => {
-                fwd.stats.publish_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    topic = %topic,
-                    partition = k,
-                    in_flight = st.inflight.len(),
-                    queued = st.queue.len(),
-                    retry_in_ms = backoff.as_millis() as u64,
-                    "SeaweedMQ publish stream: {why}"
-                );
-                fwd.invalidate(topic);
-                // Wait out the backoff, still taking jobs and expiring the overdue ones.
-                let until = tokio::time::Instant::now() + backoff;
-                loop {
-                    st.expire(Instant::now(), topic, k);
-                    tokio::select! {
-                        _ = tokio::time::sleep_until(until) => break,
-                        job = jobs.recv(), if !closed => match job {
-                            Some(j) => st.add(j, topic, k),
-                            None => closed = true,
-                        },
-                        _ = tokio::time::sleep(TICK) => {}
-                    }
-                }
-                backoff = (backoff * 2).min(BACKOFF_MAX);
-                if why.contains(STOPPING) {
-                    // The broker is unloading the partition (its last publisher left): a
-                    // stream opened before that finishes lands in the dying partition.
-                    backoff = backoff.max(STOPPING_BACKOFF);
-                }
+            Ended::Broken(why) => why,
+            Ended::Refused(why) => {
+                st.requeue_inflight();
+                why
             }
+        };
+        fwd.stats.publish_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            topic = %topic,
+            partition = k,
+            in_flight = st.inflight.len(),
+            queued = st.queue.len(),
+            retry_in_ms = backoff.as_millis() as u64,
+            "SeaweedMQ publish stream: {why}"
+        );
+        fwd.invalidate(topic);
+        // Wait out the backoff, still taking jobs and expiring the overdue ones.
+        let until = tokio::time::Instant::now() + backoff;
+        loop {
+            st.expire(Instant::now(), topic, k);
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => break,
+                job = jobs.recv(), if !closed => match job {
+                    Some(j) => st.add(j, topic, k),
+                    None => closed = true,
+                },
+                _ = tokio::time::sleep(TICK) => {}
+            }
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+        if why.contains(STOPPING) {
+            // The broker is unloading the partition (its last publisher left): a
+            // stream opened before that finishes lands in the dying partition.
+            backoff = backoff.max(STOPPING_BACKOFF);
         }
     }
 }
@@ -731,6 +756,37 @@ mod tests {
             2,
             "only the two unstored records are sent again"
         );
+        send_all(&mut st);
+        assert!(st.ack(2));
+        assert!(st.ack(3));
+        assert_eq!(rx.try_recv().unwrap(), vec![Ok((0, 3))]);
+    }
+
+    #[test]
+    fn a_refused_stream_resends_everything_in_flight_despite_a_higher_mark() {
+        let stopping = tonic::Status::unknown(
+            "topic t partition p publish error: failed to add message to buffer: \
+             failed to add log entry to buffer: log buffer is stopping",
+        );
+        assert!(refused_by_broker(&stopping));
+        assert!(!refused_by_broker(&tonic::Status::unknown(
+            "transport error"
+        )));
+        assert!(!refused_by_broker(&tonic::Status::unavailable(
+            "publish error"
+        )));
+        let mut st = State::default();
+        let later = Instant::now() + Duration::from_secs(60);
+        let (j, mut rx) = job(3, later);
+        st.add(j, "t", 0);
+        st.reconcile(0, "t", 0);
+        send_all(&mut st);
+        assert!(st.ack(0));
+        // The broker took offset 1 for the next message, failed to store it and ended the
+        // stream: the mark is 2 on reconnect, yet neither in-flight message is there.
+        st.requeue_inflight();
+        st.reconcile(2, "t", 0);
+        assert_eq!(st.queue.len(), 2, "both are sent again");
         send_all(&mut st);
         assert!(st.ack(2));
         assert!(st.ack(3));

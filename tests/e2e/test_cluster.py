@@ -220,6 +220,10 @@ def test_three_nodes_survive_a_kill_and_a_rolling_restart(broker, seaweed):
               f"{produce_back:.1f} s (partitions {led}), kill -> group consumes again "
               f"{group_back:.1f} s, longest gap between a partition's acks during the rolling restart "
               f"{stalls_in_roll:.1f} s")
+        for i in lost[:10]:
+            part, off, t = acks[i]
+            print(f"lost {i}: partition {part} offset {off}, acknowledged {t - t_kill:+.2f} s "
+                  f"from the kill, {t - t_roll:+.2f} s from the rolling restart")
         assert not fails, fails[:5]
         assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:10]}"
         assert produce_back < 30, produce_back
