@@ -28,6 +28,25 @@ pub struct Held {
     pub until: Instant,
     /// The partition's tenures (leader epoch, first offset), oldest first, this one last.
     pub history: Arc<Vec<(i32, i64)>>,
+    /// Idempotent producers' batches stored before this tenure, oldest first, as the
+    /// previous leader's journal and SeaweedMQ show them: the producer state this tenure
+    /// starts from, so a retry is still recognised as a duplicate.
+    pub producers: Arc<Vec<ProducedBatch>>,
+}
+
+/// One idempotent producer's batch stored in a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducedBatch {
+    /// Producer id.
+    pub producer_id: i64,
+    /// Producer epoch.
+    pub epoch: i16,
+    /// Sequence of the batch's first record.
+    pub first_seq: i32,
+    /// Sequence of its last record.
+    pub last_seq: i32,
+    /// Offset of its first record.
+    pub first_offset: i64,
 }
 
 /// The tenures of a partition on one node that leads everything: epoch 0 from offset 0.
@@ -90,6 +109,16 @@ impl Ownership {
             return Ok(Arc::new(ONE_NODE_HISTORY.to_vec()));
         }
         self.held_now(topic, partition, |h| h.history.clone())
+    }
+
+    /// The producer state a tenure of a partition held now starts from (empty with one
+    /// node, or when the partition is not held).
+    pub fn producers(&self, topic: &str, partition: i32) -> Arc<Vec<ProducedBatch>> {
+        if !self.leased() {
+            return Arc::default();
+        }
+        self.held_now(topic, partition, |h| h.producers.clone())
+            .unwrap_or_default()
     }
 
     /// The partitions held now.
@@ -190,6 +219,7 @@ mod tests {
                 epoch: 7,
                 until,
                 history: history.clone(),
+                producers: Arc::default(),
             },
         );
         m.insert(
@@ -198,6 +228,7 @@ mod tests {
                 epoch: 3,
                 until: Instant::now(),
                 history: history.clone(),
+                producers: Arc::default(),
             },
         );
         o.set_held(m);

@@ -17,6 +17,7 @@ pub mod log_start;
 pub mod membership;
 pub mod ownership;
 pub mod producer_ids;
+pub mod producer_journal;
 pub mod publisher;
 pub mod reads;
 pub mod records;

@@ -31,7 +31,8 @@ use kelp_storage_client::lock::{self, Acquired, Lease};
 use serde::{Deserialize, Serialize};
 
 use super::client::{storage, unavailable, Forwarder};
-use crate::cluster::ownership::{designated, partition_key, Held, HeldMap};
+use super::producer_journal::{self, Journal};
+use crate::cluster::ownership::{designated, partition_key, Held, HeldMap, ProducedBatch};
 use crate::error::KelpError;
 
 /// How long a partition lease lasts without renewal.
@@ -49,6 +50,9 @@ const PARALLEL: usize = 16;
 pub(super) const TAKING: usize = 64;
 /// How long a failed take-over waits before it is tried again (unless a request asks).
 const RETRY_AFTER: Duration = Duration::from_secs(3);
+/// How long a new tenure may spend reading back the records its predecessor's journal
+/// left pending.
+const RECOVER_WAIT: Duration = Duration::from_secs(3);
 /// Tenures remembered per partition.
 const HISTORY: usize = 32;
 pub(super) type Key = (String, i32);
@@ -86,6 +90,10 @@ pub(super) struct Tenure {
     history: std::sync::Arc<Vec<(i32, i64)>>,
     /// When the last successful grant or renewal was sent.
     renewed: Instant,
+    /// The offset the tenure started at (the high water mark then).
+    start: i64,
+    /// Producer state found when the tenure started (see [`super::producer_journal`]).
+    producers: std::sync::Arc<Vec<ProducedBatch>>,
 }
 
 impl Forwarder {
@@ -288,6 +296,7 @@ impl Forwarder {
                         epoch: t.epoch,
                         until: t.renewed + SAFE_FOR,
                         history: t.history.clone(),
+                        producers: t.producers.clone(),
                     },
                 )
             })
@@ -384,13 +393,22 @@ impl Forwarder {
         };
         match self.open_tenure(topic, k).await {
             Ok(history) => {
-                let epoch = history.epochs.last().map_or(0, |&(e, _)| e);
-                tracing::info!(topic, partition = k, epoch, "leading the partition");
+                let (epoch, start) = history.epochs.last().copied().unwrap_or((0, 0));
+                let producers = self.recover_producers(topic, k, start).await;
+                tracing::info!(
+                    topic,
+                    partition = k,
+                    epoch,
+                    producer_batches = producers.len(),
+                    "leading the partition"
+                );
                 Some(Tenure {
                     lease,
                     epoch,
                     history: std::sync::Arc::new(history.epochs),
                     renewed: sent,
+                    start,
+                    producers: std::sync::Arc::new(producers),
                 })
             }
             Err(e) => {
@@ -398,6 +416,86 @@ impl Forwarder {
                 let _ = lock::release(&mut f, &lease).await;
                 None
             }
+        }
+    }
+
+    /// The producer state a tenure starting at offset `start` takes over: the partition's
+    /// journal, its pending batches checked against SeaweedMQ's records (see
+    /// [`producer_journal::recover`]). What cannot be read counts as not stored (a retry may
+    /// then be appended twice, never lost).
+    async fn recover_producers(&self, topic: &str, k: i32, start: i64) -> Vec<ProducedBatch> {
+        let Some(id) = self.cluster.topic(topic).map(|t| t.id) else {
+            return Vec::new();
+        };
+        let file = match self.read_journal(topic, k, id).await {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(topic, partition = k, error = %e, "producer journal unreadable; producer state starts empty");
+                return Vec::new();
+            }
+        };
+        let want = file.pending_records();
+        let mut tail = Vec::new();
+        if want > 0 && file.anchor() < start {
+            let read = tokio::time::timeout(
+                RECOVER_WAIT,
+                self.read_tail(topic, k, file.anchor(), start, want, &mut tail),
+            )
+            .await;
+            if !matches!(read, Ok(Ok(()))) {
+                tracing::info!(topic, partition = k, read = tail.len(), "records after the journal not all readable; unread batches count as not stored");
+            }
+        }
+        producer_journal::recover(&file, &tail)
+    }
+
+    /// Appends (offset, record checksum) of the partition's records from `from` (below
+    /// `end`) to `out`, until it holds `want` of them.
+    async fn read_tail(
+        &self,
+        topic: &str,
+        k: i32,
+        from: i64,
+        end: i64,
+        want: usize,
+        out: &mut Vec<(i64, u32)>,
+    ) -> Result<(), KelpError> {
+        let mut at = from;
+        while at < end && out.len() < want {
+            let got = self.fetch(topic, k, at, 4 << 20, end).await?;
+            if got.batches.is_empty() {
+                return Err(storage("reading records back", "nothing served"));
+            }
+            for b in &got.batches {
+                let mut records =
+                    crate::record::walk::Records::new(b, crate::record::walk::MAX_INFLATED_BYTES)
+                        .map_err(|e| storage("reading records back", e.why()))?;
+                let base = records.header().base_offset;
+                while let Some(r) = records
+                    .next_record()
+                    .map_err(|e| storage("reading records back", e.why()))?
+                {
+                    let offset = base + i64::from(r.offset_delta);
+                    out.push((
+                        offset,
+                        producer_journal::record_crc(
+                            r.key.as_deref(),
+                            r.value.as_deref(),
+                            &r.headers,
+                        ),
+                    ));
+                    at = offset + 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The journal a partition's new publisher starts with: from its tenure.
+    pub(super) fn journal_for(&self, topic: &str, k: i32) -> Journal {
+        match self.tenures.borrow().get(&(topic.to_string(), k)) {
+            Some(t) => Journal::new(&t.producers, t.start),
+            None => Journal::new(&[], -1),
         }
     }
 

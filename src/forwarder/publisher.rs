@@ -30,9 +30,11 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::client::{request, Forwarder};
+use super::producer_journal::{Intent, Journal};
 use super::records::{self, Clock, Pending};
 use super::BatchOffsets;
 use crate::error::KelpError;
+use crate::record::batch::BatchHeader;
 
 /// How long opening a stream (headers and the broker's empty "hello") may take.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -86,6 +88,8 @@ impl Job {
 
 /// Progress of one Kafka batch.
 struct BatchState {
+    /// Its entry in the producer journal.
+    intent: Option<u64>,
     first: Option<i64>,
     last: i64,
     count: usize,
@@ -132,7 +136,6 @@ struct Msg {
 }
 
 /// Everything a publisher tracks across reconnects.
-#[derive(Default)]
 struct State {
     jobs: HashMap<u64, JobState>,
     next_job: u64,
@@ -147,6 +150,17 @@ struct State {
     acked_bytes: usize,
     /// The partition's SeaweedMQ clock, once known (see [`learn_clock`]).
     clock: Option<Clock>,
+    /// What idempotent batches were sent (or are about to be), for the partition's next
+    /// leader; such a batch goes out once the journal naming it is on the filer.
+    journal: Journal,
+    /// A failed journal write is tried again from then on.
+    journal_after: Option<Instant>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State::new(Journal::new(&[], -1))
+    }
 }
 
 fn msg_bytes(m: &DataMessage) -> usize {
@@ -154,6 +168,21 @@ fn msg_bytes(m: &DataMessage) -> usize {
 }
 
 impl State {
+    fn new(journal: Journal) -> Self {
+        State {
+            jobs: HashMap::new(),
+            next_job: 0,
+            queue: VecDeque::new(),
+            inflight: VecDeque::new(),
+            expected: None,
+            acked: VecDeque::new(),
+            acked_bytes: 0,
+            clock: None,
+            journal,
+            journal_after: None,
+        }
+    }
+
     fn is_idle(&self) -> bool {
         self.jobs.is_empty() && self.queue.is_empty() && self.inflight.is_empty()
     }
@@ -171,7 +200,16 @@ impl State {
         for (bi, b) in job.batches.iter().enumerate() {
             match records::decode_batch(b) {
                 Ok(d) => {
+                    let intent = BatchHeader::parse(b).ok().map(|h| {
+                        self.journal.intend(Intent::new(
+                            h.producer_id,
+                            h.producer_epoch,
+                            h.base_sequence,
+                            &d,
+                        ))
+                    });
                     st.batches.push(BatchState {
+                        intent,
                         first: None,
                         last: -1,
                         count: d.len(),
@@ -189,6 +227,7 @@ impl State {
                 Err(e) => {
                     tracing::warn!(topic, partition = k, error = %e, "could not decode a batch for SeaweedMQ");
                     st.batches.push(BatchState {
+                        intent: None,
                         first: None,
                         last: -1,
                         count: 0,
@@ -229,6 +268,14 @@ impl State {
         }
         b.resolved += 1;
         j.unresolved -= 1;
+        if b.resolved == b.count {
+            if let Some(id) = b.intent {
+                match (&b.error, b.first) {
+                    (None, Some(first)) => self.journal.stored(id, first, b.last),
+                    _ => self.journal.dropped(id),
+                }
+            }
+        }
         self.finish_if_done(m.job);
     }
 
@@ -279,6 +326,17 @@ impl State {
     /// Moves the next queued record in flight, stamping it if it was not sent before; returns
     /// the message to send.
     fn send_next(&mut self, now_ns: i64) -> Option<DataMessage> {
+        let front = self.queue.front()?;
+        if let Some(id) = self
+            .jobs
+            .get(&front.job)
+            .and_then(|j| j.batches.get(front.batch))
+            .and_then(|b| b.intent)
+        {
+            if !self.journal.sendable(id) {
+                return None;
+            }
+        }
         let mut m = self.queue.pop_front()?;
         let data = match m.data {
             Payload::Stamped(d) => d,
@@ -355,6 +413,11 @@ impl State {
     /// After a reconnect: in-flight messages below the leader's high water mark were stored;
     /// the others go back to the front of the queue (or are dropped if their job is answered).
     fn reconcile(&mut self, hwm: i64, topic: &str, k: i32) {
+        // A journal started without its tenure's offset: nothing was sent yet, so whatever
+        // it holds pending starts at the mark.
+        if self.expected.is_none() {
+            self.journal.start_at(hwm);
+        }
         let exp = self.expected.unwrap_or(hwm);
         let stored = (hwm - exp).clamp(0, self.inflight.len() as i64) as usize;
         if !self.inflight.is_empty() {
@@ -418,6 +481,38 @@ impl State {
                 self.queue.push_back(m);
             }
         }
+    }
+}
+
+/// Journal writes that ended: (intents covered, whether it is on the filer).
+type Written = mpsc::UnboundedSender<(u64, bool)>;
+
+/// How long a failed journal write waits before it is tried again.
+const JOURNAL_RETRY: Duration = Duration::from_millis(200);
+
+/// Starts the journal write a batch waits for, if one is due and none is under way.
+fn write_journal(fwd: &Rc<Forwarder>, st: &mut State, topic: &str, k: i32, done: &Written) {
+    if st.journal_after.is_some_and(|t| Instant::now() < t) {
+        return;
+    }
+    let Some((upto, file)) = st.journal.write_due() else {
+        return;
+    };
+    let (fwd, topic, done) = (fwd.clone(), topic.to_string(), done.clone());
+    tokio::task::spawn_local(async move {
+        let r = fwd.write_journal(&topic, k, &file).await;
+        if let Err(e) = &r {
+            tracing::warn!(topic = %topic, partition = k, error = %e, "producer journal not written; idempotent batches wait");
+        }
+        let _ = done.send((upto, r.is_ok()));
+    });
+}
+
+impl State {
+    /// A journal write ended.
+    fn journal_written(&mut self, upto: u64, ok: bool) {
+        self.journal.written(upto, ok);
+        self.journal_after = (!ok).then(|| Instant::now() + JOURNAL_RETRY);
     }
 }
 
@@ -527,16 +622,18 @@ async fn open(
 }
 
 async fn pump(
-    fwd: &Forwarder,
+    fwd: &Rc<Forwarder>,
     s: &mut Stream,
     st: &mut State,
     jobs: &mut mpsc::UnboundedReceiver<Job>,
     closed: &mut bool,
-    topic: &str,
-    k: i32,
+    journal: (&Written, &mut mpsc::UnboundedReceiver<(u64, bool)>),
+    (topic, k): (&str, i32),
 ) -> Ended {
+    let (write_done, written) = journal;
     let mut tick = tokio::time::interval(TICK);
     loop {
+        write_journal(fwd, st, topic, k, write_done);
         let now_ns = broker::now_ns();
         while let Some(data) = st.send_next(now_ns) {
             let req = PublishMessageRequest {
@@ -578,6 +675,7 @@ async fn pump(
                 }
                 Err(status) => return Ended::Broken(format!("stream error: {status}")),
             },
+            Some((upto, ok)) = written.recv() => st.journal_written(upto, ok),
             _ = tick.tick() => st.expire(Instant::now(), topic, k),
         }
     }
@@ -612,18 +710,23 @@ pub async fn run(
 }
 
 async fn run_partition(
-    fwd: &Forwarder,
+    fwd: &Rc<Forwarder>,
     topic: &str,
     k: i32,
     jobs: &mut mpsc::UnboundedReceiver<Job>,
 ) {
-    let mut st = State::default();
+    let mut st = State::new(fwd.journal_for(topic, k));
+    let (write_done, mut written) = mpsc::unbounded_channel();
     let mut closed = false;
     let mut backoff = BACKOFF_MIN;
     loop {
         while let Ok(j) = jobs.try_recv() {
             st.add(j, topic, k);
         }
+        while let Ok((upto, ok)) = written.try_recv() {
+            st.journal_written(upto, ok);
+        }
+        write_journal(fwd, &mut st, topic, k, &write_done);
         if st.is_idle() {
             if closed {
                 return;
@@ -654,7 +757,16 @@ async fn run_partition(
                 }
                 st.reconcile(hwm, topic, k);
                 backoff = BACKOFF_MIN;
-                pump(fwd, &mut s, &mut st, jobs, &mut closed, topic, k).await
+                pump(
+                    fwd,
+                    &mut s,
+                    &mut st,
+                    jobs,
+                    &mut closed,
+                    (&write_done, &mut written),
+                    (topic, k),
+                )
+                .await
             }
             Err(e) => Ended::Broken(e),
         };

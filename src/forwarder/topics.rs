@@ -188,6 +188,7 @@ impl Forwarder {
         self.drop_log_starts(name).await?;
         self.drop_topic_configs(name).await?;
         self.drop_epochs(name).await?;
+        self.drop_journals(name).await?;
         self.invalidate(name);
         self.publishers.borrow_mut().retain(|(t, _), _| t != name);
         self.publisher_tasks

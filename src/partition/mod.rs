@@ -119,6 +119,13 @@ impl Partition {
         p
     }
 
+    /// Starts a fresh partition's producer state from `producers` (a tenure taking over
+    /// from another node's).
+    pub fn seed_producers(&mut self, producers: ProducerStates) {
+        self.queue.committed_producers = producers.clone();
+        self.producers = producers;
+    }
+
     /// The store behind the cache.
     pub fn store(&self) -> &Rc<dyn PartitionStore> {
         &self.store

@@ -9,8 +9,11 @@
 use std::time::{Duration, Instant};
 
 use super::Shard;
+use crate::cluster::ownership::ProducedBatch;
 use crate::error::KelpError;
 use crate::group::{GroupReply, GroupRequest};
+use crate::partition::producer_state::ProducerStates;
+use crate::record::batch::BatchHeader;
 
 /// How long a request for a partition placed on this node waits for its lease to be taken
 /// (a topic just created, a node just joined or left) before NOT_LEADER_OR_FOLLOWER.
@@ -77,7 +80,24 @@ impl Shard {
         );
         let mut fresh = crate::partition::Partition::new(p.topic_id, p.store().clone());
         fresh.epoch = epoch;
+        self.seed_producers(&mut fresh, topic, partition);
         self.replace_partition(p, fresh);
+    }
+
+    /// Gives a fresh partition the producer state its tenure took over from the previous
+    /// leader (`cluster::ownership::Held::producers`), so retries stay duplicates.
+    pub(super) fn seed_producers(
+        &self,
+        p: &mut crate::partition::Partition,
+        topic: &str,
+        partition: i32,
+    ) {
+        let batches = self.cluster.ownership.producers(topic, partition);
+        if batches.is_empty() {
+            return;
+        }
+        let headers: Vec<BatchHeader> = batches.iter().map(header_of).collect();
+        p.seed_producers(ProducerStates::rebuild(&headers));
     }
 
     /// Drops the state of partitions placed on another node, when the held set changed
@@ -147,5 +167,30 @@ impl Shard {
             self.fresh_groups.borrow_mut().remove(&g);
         }
         now
+    }
+}
+
+/// The header [`ProducerStates::rebuild`] needs for a stored batch (sequences wrap at
+/// i32::MAX, so the record count is taken modulo that).
+fn header_of(b: &ProducedBatch) -> BatchHeader {
+    let delta = i64::from(b.last_seq) - i64::from(b.first_seq);
+    let delta = if delta < 0 {
+        delta + i64::from(i32::MAX) + 1
+    } else {
+        delta
+    };
+    BatchHeader {
+        base_offset: b.first_offset,
+        batch_length: 0,
+        magic: 2,
+        crc: 0,
+        attributes: 0,
+        last_offset_delta: delta as i32,
+        base_timestamp: 0,
+        max_timestamp: 0,
+        producer_id: b.producer_id,
+        producer_epoch: b.epoch,
+        base_sequence: b.first_seq,
+        record_count: delta as i32 + 1,
     }
 }

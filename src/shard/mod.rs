@@ -167,6 +167,7 @@ impl Shard {
     ) -> Partition {
         let mut p = Partition::new(meta.id, self.engine.open(topic, partition, meta));
         p.epoch = self.cluster.ownership.lead(topic, partition).unwrap_or(-1);
+        self.seed_producers(&mut p, topic, partition);
         p
     }
 

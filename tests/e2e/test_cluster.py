@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
+import kwire
 from conftest import require
 from test_seaweedmq import extra_brokers
 
@@ -225,6 +226,69 @@ def test_three_nodes_survive_a_kill_and_a_rolling_restart(broker, seaweed):
             print(f"lost {i}: partition {part} offset {off}, acknowledged {t - t_kill:+.2f} s "
                   f"from the kill, {t - t_roll:+.2f} s from the rolling restart")
         assert not fails, fails[:5]
+        assert dups == 0, f"{dups} duplicates from an idempotent producer"
         assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:10]}"
         assert produce_back < 30, produce_back
         assert group_back < 60, group_back
+
+
+def produce_raw(bootstrap, topic, partition, batch):
+    """Produce v9 of one batch (acks=all): (error code, base offset)."""
+    with kwire.Conn(bootstrap, 15) as c:
+        r = c.roundtrip(0, 9, kwire.produce_body(9, topic, partition, batch, -1))
+        res = kwire.parse_produce(r, 9)[(topic, partition)]
+    return res["error_code"], res["base_offset"]
+
+
+def test_producer_state_moves_with_the_partition(broker, seaweed):
+    """An idempotent producer's retry that reaches a partition's next leader after its leader
+    died (kill -9) is answered as the duplicate it is (the original offset), not appended
+    again: the dead leader's producer journal and SeaweedMQ's records tell the new one."""
+    if seaweed.external:
+        pytest.skip("needs the suite's own SeaweedFS")
+    join = ["--cluster-id", broker.cluster_id]
+    with conftest.running_broker(conftest.Broker, "kelp-b-", join, seaweed=seaweed) as b:
+        ids = sorted([broker.kafka_node_id, b.kafka_node_id])
+        wait_for("two live nodes in Metadata", lambda: brokers(broker.bootstrap) == ids, 15)
+        topic = f"ps-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
+        wait_for("every partition led", lambda: set(leaders(broker.bootstrap, topic).values()) <= set(ids)
+                 and len(set(leaders(broker.bootstrap, topic).values())) == 2, 20)
+        part = min(p for p, v in leaders(broker.bootstrap, topic).items() if v == b.kafka_node_id)
+        pid = 7_000_000_000 + int(uuid.uuid4().int % 1_000_000)
+        t0 = int(time.time() * 1000)
+        first = kwire.record_batch([b"a", b"b", b"c"], base_timestamp=t0, producer_id=pid,
+                                   producer_epoch=0, base_sequence=0)
+        second = kwire.record_batch([b"d", b"e"], base_timestamp=t0 + 5, producer_id=pid,
+                                    producer_epoch=0, base_sequence=3)
+        assert produce_raw(b.bootstrap, topic, part, first) == (0, 0)
+        assert produce_raw(b.bootstrap, topic, part, second) == (0, 3)
+        b.proc.kill()
+        b.proc.wait(10)
+
+        def answered():
+            return produce_raw(broker.bootstrap, topic, part, second)[0] == 0
+        wait_for("the partition led again by the surviving node", answered, 30)
+        # Both earlier batches are duplicates at their first offsets; the next one follows.
+        assert produce_raw(broker.bootstrap, topic, part, second) == (0, 3)
+        assert produce_raw(broker.bootstrap, topic, part, first) == (0, 0)
+        third = kwire.record_batch([b"f"], base_timestamp=t0 + 9, producer_id=pid,
+                                   producer_epoch=0, base_sequence=5)
+        assert produce_raw(broker.bootstrap, topic, part, third) == (0, 5)
+        gap = kwire.record_batch([b"g"], producer_id=pid, producer_epoch=0, base_sequence=9)
+        assert produce_raw(broker.bootstrap, topic, part, gap)[0] == 45  # OUT_OF_ORDER_SEQUENCE
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"r-{topic}",
+                      "enable.auto.commit": False})
+        c.assign([TopicPartition(topic, part, 0)])
+        got, deadline = [], time.time() + 30
+        while len(got) < 6 and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append((m.offset(), m.value()))
+        time.sleep(1)
+        m = c.poll(1)
+        if m is not None and not m.error():
+            got.append((m.offset(), m.value()))
+        c.close()
+        assert got == list(enumerate([b"a", b"b", b"c", b"d", b"e", b"f"])), got
