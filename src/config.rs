@@ -198,6 +198,12 @@ pub struct Config {
     #[arg(long)]
     pub seaweedmq_brokers: Option<String>,
 
+    /// The mq broker on this node's host ("host:port", as SeaweedMQ names its brokers):
+    /// partitions whose SeaweedMQ leader it is are placed on this node rather than another
+    /// (publishes stay on the host). Unset: placement looks at node ids only.
+    #[arg(long)]
+    pub seaweedmq_colocated_broker: Option<String>,
+
     /// SeaweedFS filer (HTTP address, gRPC on port + 10000), instead of asking the master.
     #[arg(long)]
     pub seaweedmq_filer: Option<String>,

@@ -11,6 +11,23 @@ use super::nodes::Node;
 use super::ownership::{designated, group_key, partition_key};
 use super::{routing, Cluster};
 
+/// The live node placement gives a partition to: among the live nodes on the host of its
+/// SeaweedMQ leader broker (`storage_leader`) when there are any, so its publishes stay on
+/// the host, else among all; then by rendezvous hashing of the key.
+fn placed_partition<'a>(
+    live: &'a [LiveNode],
+    key: u64,
+    storage_leader: Option<&str>,
+) -> Option<&'a LiveNode> {
+    if let Some(b) = storage_leader {
+        let near = || live.iter().filter(|n| n.colocated.as_deref() == Some(b));
+        if let Some(id) = designated(key, near().map(|n| n.node_id)) {
+            return near().find(|n| n.node_id == id);
+        }
+    }
+    placed(live, key)
+}
+
 /// The live node placement gives `key` to.
 fn placed(live: &[LiveNode], key: u64) -> Option<&LiveNode> {
     let id = designated(key, live.iter().map(|n| n.node_id))?;
@@ -71,7 +88,7 @@ impl Cluster {
         if let Some((epoch, n)) = holder {
             return (n.broker(pick), epoch);
         }
-        match placed(&live, partition_key(topic, partition)) {
+        match self.placed_partition(&live, topic, partition) {
             Some(n) => (n.broker(pick), -1),
             None => (self.nodes.leader(topic, partition).clone(), -1),
         }
@@ -91,9 +108,25 @@ impl Cluster {
     /// Whether placement gives `(topic, partition)` to this node among the live nodes (it
     /// is taking the lease, or holds it).
     pub fn placed_here(&self, topic: &str, partition: i32) -> bool {
-        self.live_view().is_some_and(|live| {
-            placed(&live, partition_key(topic, partition)).map(|n| n.node_id) == Some(self.node_id)
-        })
+        self.placed_node(topic, partition) == Some(self.node_id)
+    }
+
+    /// The node placement gives `(topic, partition)` to among the live nodes (None with one
+    /// node, or before the live set is known).
+    pub fn placed_node(&self, topic: &str, partition: i32) -> Option<i32> {
+        let live = self.live_view()?;
+        self.placed_partition(&live, topic, partition)
+            .map(|n| n.node_id)
+    }
+
+    fn placed_partition<'a>(
+        &self,
+        live: &'a [LiveNode],
+        topic: &str,
+        partition: i32,
+    ) -> Option<&'a LiveNode> {
+        let leader = self.ownership.storage_leader(topic, partition);
+        placed_partition(live, partition_key(topic, partition), leader.as_deref())
     }
 
     /// Whether this node coordinates `group` now (always, with one node).
@@ -124,6 +157,7 @@ mod tests {
                 .iter()
                 .map(|&(t, p, e)| ((t.to_string(), p), e))
                 .collect::<HashMap<_, _>>(),
+            colocated: None,
         }
     }
 
@@ -187,5 +221,53 @@ mod tests {
         let coord = c.coordinator("grp");
         let node = designated(group_key("grp"), [100, 200]).unwrap();
         assert_eq!(coord.id, node + routing::group_owner("grp", 2) as i32);
+    }
+
+    #[test]
+    fn partitions_go_to_a_node_on_their_seaweedmq_leaders_host() {
+        let c = Cluster::new(
+            &Config::parse_from(["kelp", "--listen", "127.0.0.1:9092", "--node-id", "1"]),
+            1,
+        );
+        c.ownership.start_leasing();
+        let on = |id, broker: Option<&str>| {
+            let mut n = node(id, &[]);
+            n.colocated = broker.map(String::from);
+            n
+        };
+        c.members.set(vec![
+            on(1, Some("b1:1")),
+            on(2, Some("b2:1")),
+            on(3, Some("b2:1")),
+            on(4, None),
+        ]);
+        let leaders: Vec<String> = ["b1:1", "b2:1", "b3:1", ""]
+            .iter()
+            .cycle()
+            .take(40)
+            .map(|s| s.to_string())
+            .collect();
+        assert!(c.ownership.set_storage_leaders("t", leaders.clone()));
+        assert!(!c.ownership.set_storage_leaders("t", leaders.clone()));
+        for (p, l) in leaders.iter().enumerate() {
+            let p = p as i32;
+            let placed = c.placed_node("t", p).unwrap();
+            let anywhere = designated(partition_key("t", p), [1, 2, 3, 4]).unwrap();
+            match l.as_str() {
+                "b1:1" => assert_eq!(placed, 1),
+                "b2:1" => {
+                    assert_eq!(placed, designated(partition_key("t", p), [2, 3]).unwrap())
+                }
+                // A broker with no Kelp node on its host, or none known: any live node.
+                _ => assert_eq!(placed, anywhere),
+            }
+            assert_eq!(c.leader("t", p), (node(placed, &[]).broker(|_| 0), -1));
+            assert_eq!(c.placed_here("t", p), placed == 1);
+        }
+        c.ownership.forget_storage_leaders("t");
+        assert_eq!(
+            c.placed_node("t", 0),
+            designated(partition_key("t", 0), [1, 2, 3, 4])
+        );
     }
 }

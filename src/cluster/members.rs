@@ -21,6 +21,8 @@ pub struct LiveNode {
     pub brokers: Vec<Node>,
     /// The partitions it holds, with their leader epochs.
     pub owns: HashMap<(String, i32), i32>,
+    /// The SeaweedMQ broker on its host, if it named one.
+    pub colocated: Option<String>,
 }
 
 impl LiveNode {
@@ -97,6 +99,7 @@ mod tests {
             port: 9092,
             brokers: vec![],
             owns: HashMap::new(),
+            colocated: None,
         };
         assert_eq!(a.broker(|_| 0).port, 9092);
         m.set(vec![a.clone()]);

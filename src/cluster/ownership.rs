@@ -65,6 +65,9 @@ pub struct Ownership {
     /// Partitions a request is waiting for, to be taken before the others.
     asked: std::sync::Mutex<Vec<(String, i32)>>,
     asked_event: event_listener::Event,
+    /// Per topic, each partition's SeaweedMQ leader broker ("" unknown), as the storage
+    /// engine last read it: placement prefers the node on that broker's host.
+    storage_leaders: ArcSwap<HashMap<String, Arc<Vec<String>>>>,
 }
 
 impl Ownership {
@@ -119,6 +122,35 @@ impl Ownership {
         }
         self.held_now(topic, partition, |h| h.producers.clone())
             .unwrap_or_default()
+    }
+
+    /// Records a topic's SeaweedMQ leader broker per partition; true when that changed.
+    pub fn set_storage_leaders(&self, topic: &str, leaders: Vec<String>) -> bool {
+        let now = self.storage_leaders.load();
+        if now.get(topic).is_some_and(|l| **l == leaders) {
+            return false;
+        }
+        let mut next = HashMap::clone(&now);
+        next.insert(topic.to_string(), Arc::new(leaders));
+        self.storage_leaders.store(Arc::new(next));
+        true
+    }
+
+    /// Forgets a deleted topic's SeaweedMQ leaders.
+    pub fn forget_storage_leaders(&self, topic: &str) {
+        let now = self.storage_leaders.load();
+        if now.contains_key(topic) {
+            let mut next = HashMap::clone(&now);
+            next.remove(topic);
+            self.storage_leaders.store(Arc::new(next));
+        }
+    }
+
+    /// The SeaweedMQ leader broker of a partition, when known.
+    pub fn storage_leader(&self, topic: &str, partition: i32) -> Option<String> {
+        let all = self.storage_leaders.load();
+        let l = all.get(topic)?.get(usize::try_from(partition).ok()?)?;
+        (!l.is_empty()).then(|| l.clone())
     }
 
     /// The partitions held now.

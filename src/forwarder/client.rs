@@ -109,6 +109,7 @@ impl Settings {
                 node_id: c.node_id,
                 host: c.advertised_host(),
                 port: c.advertised_port(),
+                colocated: c.seaweedmq_colocated_broker.clone(),
             },
         })
     }

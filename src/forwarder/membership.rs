@@ -42,6 +42,9 @@ struct Record {
     /// The partitions it holds: (topic, partition, leader epoch).
     #[serde(default)]
     owns: Vec<(String, i32, i32)>,
+    /// The mq broker on its host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    colocated: Option<String>,
 }
 
 fn lock_name(cluster: &str, node_id: i32) -> String {
@@ -57,6 +60,8 @@ pub struct Me {
     pub host: String,
     /// Its advertised port.
     pub port: i32,
+    /// The mq broker on its host (`--seaweedmq-colocated-broker`).
+    pub colocated: Option<String>,
 }
 
 impl Me {
@@ -127,6 +132,7 @@ impl Forwarder {
             port: me.port,
             brokers: self.cluster.nodes.all().to_vec(),
             owns: owns.to_vec(),
+            colocated: me.colocated.clone(),
         })
         .map_err(|e| storage("encoding the node record", e))?;
         let mut f = self.filer_client()?;
@@ -221,6 +227,7 @@ impl Forwarder {
                     port: r.port,
                     brokers: r.brokers,
                     owns: r.owns.into_iter().map(|(t, k, e)| ((t, k), e)).collect(),
+                    colocated: r.colocated,
                 });
             }
         }

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::{storage, unavailable, Forwarder};
 use super::producer_journal::{self, Journal};
-use crate::cluster::ownership::{designated, partition_key, Held, HeldMap, ProducedBatch};
+use crate::cluster::ownership::{Held, HeldMap, ProducedBatch};
 use crate::error::KelpError;
 
 /// How long a partition lease lasts without renewal.
@@ -261,21 +261,14 @@ impl Forwarder {
     /// The partitions placement gives this node now: none while it is not live itself.
     fn wanted(&self) -> HashSet<Key> {
         let me = self.cluster.node_id;
-        let live: Vec<i32> = self
-            .cluster
-            .members
-            .live()
-            .iter()
-            .map(|n| n.node_id)
-            .collect();
-        if !live.contains(&me) {
+        if !self.cluster.members.live().iter().any(|n| n.node_id == me) {
             return HashSet::new();
         }
         let snap = self.cluster.snapshot();
         let mut out = HashSet::new();
         for t in snap.topics.values() {
             for k in 0..t.partitions {
-                if designated(partition_key(&t.name, k), live.iter().copied()) == Some(me) {
+                if self.cluster.placed_node(&t.name, k) == Some(me) {
                     out.insert((t.name.clone(), k));
                 }
             }

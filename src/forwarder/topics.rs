@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Instant;
 
-use kelp_storage_client::filer;
 use kelp_storage_client::pb::messaging_pb::{
     BrokerPartitionAssignment, ConfigureTopicRequest, GetTopicConfigurationRequest,
     ListTopicsRequest,
 };
 use kelp_storage_client::pb::schema_pb;
+use kelp_storage_client::{filer, ring};
 
 use super::client::{is_transport, request, storage, Forwarder, Route, DELETED_MEMORY, NAMESPACE};
 use super::TopicInfo;
@@ -45,6 +45,21 @@ fn topic_info(name: &str, assignments: &[BrokerPartitionAssignment]) -> TopicInf
 }
 
 impl Forwarder {
+    /// Records each partition's SeaweedMQ leader for placement (which prefers the Kelp node
+    /// on that broker's host); a change starts a placement round at once.
+    fn note_storage_leaders(&self, name: &str, assignments: &[BrokerPartitionAssignment]) {
+        let leaders = (0..assignments.len() as i32)
+            .map(|k| {
+                ring::find_assignment(assignments, k)
+                    .map(|a| a.leader_broker.clone())
+                    .unwrap_or_default()
+            })
+            .collect();
+        if self.cluster.ownership.set_storage_leaders(name, leaders) {
+            self.placement_moved.notify_one();
+        }
+    }
+
     /// The topic's configuration (with its config overrides from the filer), or None if
     /// SeaweedMQ does not know it.
     pub(super) async fn lookup_topic(&self, name: &str) -> Result<Option<TopicInfo>, KelpError> {
@@ -67,6 +82,7 @@ impl Forwarder {
         match r {
             Ok(cfg) if !cfg.broker_partition_assignments.is_empty() => {
                 let mut info = topic_info(name, &cfg.broker_partition_assignments);
+                self.note_storage_leaders(name, &cfg.broker_partition_assignments);
                 info.configs = self.read_topic_configs(name, info.id).await?;
                 Ok(Some(info))
             }
@@ -121,6 +137,7 @@ impl Forwarder {
             ));
         }
         let mut info = topic_info(name, &resp.broker_partition_assignments);
+        self.note_storage_leaders(name, &resp.broker_partition_assignments);
         if !configs.is_empty() {
             // The topic exists now; without its overrides stored it would run on defaults
             // after a restart: the client is told, and may alter them again.
@@ -189,6 +206,7 @@ impl Forwarder {
         self.drop_topic_configs(name).await?;
         self.drop_epochs(name).await?;
         self.drop_journals(name).await?;
+        self.cluster.ownership.forget_storage_leaders(name);
         self.invalidate(name);
         self.publishers.borrow_mut().retain(|(t, _), _| t != name);
         self.publisher_tasks

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import conftest
 import kwire
 from conftest import require
-from test_seaweedmq import extra_brokers
+from test_seaweedmq import extra_brokers, spread_topic
 
 pytestmark = pytest.mark.skipif(conftest.STORAGE != "seaweedmq",
                                 reason="several Kelp nodes share SeaweedMQ storage")
@@ -292,3 +292,41 @@ def test_producer_state_moves_with_the_partition(broker, seaweed):
             got.append((m.offset(), m.value()))
         c.close()
         assert got == list(enumerate([b"a", b"b", b"c", b"d", b"e", b"f"])), got
+
+
+def test_partitions_are_led_next_to_their_seaweedmq_leader(broker, seaweed):
+    """Nodes naming the mq broker on their host (--seaweedmq-colocated-broker) lead the
+    partitions SeaweedMQ leads on that broker, so publishes stay on the host; a node naming
+    none leads nothing while those nodes live."""
+    if seaweed.external:
+        pytest.skip("needs the suite's own SeaweedFS")
+    join = ["--cluster-id", broker.cluster_id]
+    suite_broker = f"127.0.0.1:{seaweed.baseport + 3}"
+    with extra_brokers(seaweed, 1) as extra:
+        other = next(iter(extra))
+        with conftest.running_broker(conftest.Broker, "kelp-b-",
+                                     join + ["--seaweedmq-colocated-broker", suite_broker],
+                                     seaweed=seaweed) as b, \
+                conftest.running_broker(conftest.Broker, "kelp-c-",
+                                        join + ["--seaweedmq-colocated-broker", other],
+                                        seaweed=seaweed) as c:
+            near = {suite_broker: b.kafka_node_id, other: c.kafka_node_id}
+            ids = sorted([broker.kafka_node_id, b.kafka_node_id, c.kafka_node_id])
+            wait_for("three live nodes in Metadata", lambda: brokers(broker.bootstrap) == ids, 15)
+            topic, placed = spread_topic(
+                broker.bootstrap, seaweed.master, 8,
+                lambda a: {lead for lead, _f in a.values()} == set(near))
+            want = {p: near[lead] for p, (lead, _f) in placed.items()}
+            print(f"SeaweedMQ leaders {dict(sorted(placed.items()))}; Kafka leaders wanted {want}")
+            wait_for("every partition led by the node on its SeaweedMQ leader's host",
+                     lambda: all(leaders(n.bootstrap, topic) == want for n in (broker, b, c)), 30)
+            for p in range(8):
+                assert raw_produce_ok(want_bs(want[p], (broker, b, c)), topic, p)
+
+
+def want_bs(node_id, nodes):
+    return next(n.bootstrap for n in nodes if n.kafka_node_id == node_id)
+
+
+def raw_produce_ok(bootstrap, topic, partition):
+    return produce_raw(bootstrap, topic, partition, kwire.record_batch([b"near"]))[0] == 0
