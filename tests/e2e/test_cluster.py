@@ -8,6 +8,7 @@ while every node is restarted in turn (SIGTERM). It prints the figures docs/clus
 acknowledged records lost (must be 0), duplicates, the time from the kill until every
 partition the dead node led takes records again, and until the group consumes again."""
 
+import functools
 import glob
 import os
 import pathlib
@@ -19,7 +20,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
@@ -330,3 +331,52 @@ def want_bs(node_id, nodes):
 
 def raw_produce_ok(bootstrap, topic, partition):
     return produce_raw(bootstrap, topic, partition, kwire.record_batch([b"near"]))[0] == 0
+
+
+def test_nodes_advertising_shards_form_one_cluster(seaweed):
+    """Two nodes with --advertise-shards over one SeaweedMQ: Metadata lists every shard of
+    every live node as a broker, a partition's leader is the owning shard of the node that
+    leads it, and a real client producing and consuming through those brokers gets every
+    record back."""
+    if seaweed.external:
+        pytest.skip("needs the suite's own SeaweedFS")
+    shards = min(2, os.cpu_count() or 1)
+    cluster = f"shards-{uuid.uuid4().hex[:6]}"
+    sharded = functools.partial(conftest.Broker, advertise_shards=True)
+    with conftest.running_broker(sharded, "kelp-s1-", ["--cluster-id", cluster, "--node-id", "1000"],
+                                 seaweed=seaweed) as a, \
+            conftest.running_broker(sharded, "kelp-s2-",
+                                    ["--cluster-id", cluster, "--node-id", "2000"],
+                                    seaweed=seaweed) as b:
+        ids = sorted(base + s for base in (1000, 2000) for s in range(shards))
+        wait_for("every shard of both nodes in Metadata",
+                 lambda: brokers(a.bootstrap) == ids and brokers(b.bootstrap) == ids, 15)
+        topic = f"sh-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": a.bootstrap})
+        admin.create_topics([NewTopic(topic, 16, 1)])[topic].result(30)
+        wait_for("leaders agreed by both nodes",
+                 lambda: leaders(a.bootstrap, topic) == leaders(b.bootstrap, topic)
+                 and set(leaders(a.bootstrap, topic).values()) <= set(ids), 20)
+        led = leaders(a.bootstrap, topic)
+        from test_advertise_shards import owner
+        for p, leader in led.items():
+            base = 1000 if leader < 2000 else 2000
+            assert leader == base + owner(topic, p, shards), (p, leader)
+        # 16 partitions: both nodes lead some (all on one: 2 in 65,536).
+        assert {1000 if v < 2000 else 2000 for v in led.values()} == {1000, 2000}, led
+        prod = Producer({"bootstrap.servers": a.bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5})
+        sent = [f"r{i}".encode() for i in range(800)]
+        for i, v in enumerate(sent):
+            prod.produce(topic, value=v, partition=i % 16)
+        assert prod.flush(60) == 0
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{topic}",
+                      "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+        c.subscribe([topic])
+        got, deadline = [], time.time() + 60
+        while len(got) < len(sent) and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+        c.close()
+        assert sorted(got) == sorted(sent), f"{len(got)} of {len(sent)} records back"
