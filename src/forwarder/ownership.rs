@@ -506,11 +506,14 @@ impl Forwarder {
             .await?;
         let epoch = history.next_epoch();
         history.push(epoch, hwm);
-        let body = super::tied::encode(&history, id).map_err(|e| storage("encoding epochs", e))?;
-        let mut f = self.filer_client()?;
-        filer::write_file(&mut f, &self.epochs_dir(topic), &k.to_string(), body)
-            .await
-            .map_err(|e| storage("writing epochs", e))?;
+        self.write_tied(
+            &self.epochs_dir(topic),
+            &k.to_string(),
+            &history,
+            id,
+            "epochs",
+        )
+        .await?;
         Ok(history)
     }
 
@@ -521,13 +524,8 @@ impl Forwarder {
         k: i32,
         id: uuid::Uuid,
     ) -> Result<Epochs, KelpError> {
-        let mut f = self.filer_client()?;
-        let body = filer::read_file(&mut f, &self.epochs_dir(topic), &k.to_string())
+        self.read_tied(&self.epochs_dir(topic), &k.to_string(), id, "epochs")
             .await
-            .map_err(|e| unavailable("reading epochs", e))?;
-        Ok(body
-            .and_then(|b| super::tied::decode::<Epochs>(&b, id, "epochs"))
-            .unwrap_or_default())
     }
 
     /// Lets given-up partitions' publishers finish (bounded), then releases their leases.

@@ -21,10 +21,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use kelp_storage_client::filer;
 use serde::{Deserialize, Serialize};
 
-use super::client::{storage, unavailable, Forwarder};
+use super::client::{storage, Forwarder};
 use super::records::Pending;
 use crate::cluster::ownership::ProducedBatch;
 use crate::error::KelpError;
+use crate::record::batch::add_seq;
 
 /// Batches kept per producer (Kafka's dedup window: five in flight).
 const PER_PRODUCER: usize = 5;
@@ -68,7 +69,10 @@ impl Intent {
     /// The intent for a batch of `records` from producer `producer_id` (-1: not idempotent).
     pub fn new(producer_id: i64, epoch: i16, first_seq: i32, records: &[Pending]) -> Intent {
         let n = records.len() as u32;
-        let last_seq = add_seq(first_seq, n.saturating_sub(1));
+        let last_seq = add_seq(
+            first_seq,
+            i32::try_from(n.saturating_sub(1)).unwrap_or(i32::MAX),
+        );
         let crc = batch_crc(
             records
                 .iter()
@@ -79,16 +83,6 @@ impl Intent {
 
     fn idempotent(&self) -> bool {
         self.0 >= 0
-    }
-}
-
-/// Sequence `seq` advanced by `delta`, wrapping at i32::MAX as Kafka's do.
-fn add_seq(seq: i32, delta: u32) -> i32 {
-    let sum = i64::from(seq) + i64::from(delta);
-    if sum > i64::from(i32::MAX) {
-        (sum - i64::from(i32::MAX) - 1) as i32
-    } else {
-        sum as i32
     }
 }
 
@@ -331,11 +325,14 @@ impl Forwarder {
             .topic(topic)
             .ok_or(KelpError::UnknownTopicOrPartition)?
             .id;
-        let body = super::tied::encode(file, id).map_err(|e| storage("encoding a journal", e))?;
-        let mut f = self.filer_client()?;
-        filer::write_file(&mut f, &self.journals_dir(topic), &k.to_string(), body)
-            .await
-            .map_err(|e| storage("writing a producer journal", e))
+        self.write_tied(
+            &self.journals_dir(topic),
+            &k.to_string(),
+            file,
+            id,
+            "producer journal",
+        )
+        .await
     }
 
     /// Partition `k`'s journal (none yet: empty).
@@ -345,13 +342,13 @@ impl Forwarder {
         k: i32,
         id: uuid::Uuid,
     ) -> Result<JournalFile, KelpError> {
-        let mut f = self.filer_client()?;
-        let body = filer::read_file(&mut f, &self.journals_dir(topic), &k.to_string())
-            .await
-            .map_err(|e| unavailable("reading a producer journal", e))?;
-        Ok(body
-            .and_then(|b| super::tied::decode::<JournalFile>(&b, id, "producer journal"))
-            .unwrap_or_default())
+        self.read_tied(
+            &self.journals_dir(topic),
+            &k.to_string(),
+            id,
+            "producer journal",
+        )
+        .await
     }
 
     /// Forgets a deleted topic's journals.

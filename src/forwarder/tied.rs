@@ -1,10 +1,17 @@
 //! Small JSON files on the filer that belong to one incarnation of a topic (its log starts,
 //! its config overrides): `{"topic_id":"<uuid>", ...fields}`. A topic deleted and made again
 //! (by anyone, even behind Kelp's back) has another id, so what the old one left is ignored.
-//! Pure; used by [`super::log_start`] and [`super::topic_configs`].
+//! The codec is pure (used by [`super::log_start`] and [`super::topic_configs`]); the
+//! per-partition files (leader epochs, producer journals) are read and written through
+//! [`Forwarder::read_tied`] and [`Forwarder::write_tied`].
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use kelp_storage_client::filer;
+
+use super::client::{storage, unavailable, Forwarder};
+use crate::error::KelpError;
 
 #[derive(Serialize, Deserialize)]
 struct Tied<T> {
@@ -31,6 +38,42 @@ pub fn decode<T: DeserializeOwned>(body: &[u8], id: uuid::Uuid, what: &str) -> O
             tracing::warn!(what, error = %e, "undecodable file ignored");
             None
         }
+    }
+}
+
+impl Forwarder {
+    /// The value `dir/name` holds for the topic incarnation `id` (none, or another
+    /// incarnation's: the default); `what` names it in errors and logs.
+    pub(super) async fn read_tied<T: DeserializeOwned + Default>(
+        &self,
+        dir: &str,
+        name: &str,
+        id: uuid::Uuid,
+        what: &str,
+    ) -> Result<T, KelpError> {
+        let mut f = self.filer_client()?;
+        let body = filer::read_file(&mut f, dir, name)
+            .await
+            .map_err(|e| unavailable(what, e))?;
+        Ok(body
+            .and_then(|b| decode::<T>(&b, id, what))
+            .unwrap_or_default())
+    }
+
+    /// Writes `value` for the topic incarnation `id` to `dir/name`.
+    pub(super) async fn write_tied<T: Serialize>(
+        &self,
+        dir: &str,
+        name: &str,
+        value: T,
+        id: uuid::Uuid,
+        what: &str,
+    ) -> Result<(), KelpError> {
+        let body = encode(value, id).map_err(|e| storage(what, e))?;
+        let mut f = self.filer_client()?;
+        filer::write_file(&mut f, dir, name, body)
+            .await
+            .map_err(|e| storage(what, e))
     }
 }
 

@@ -9,7 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::error::KelpError;
-use crate::record::batch::BatchHeader;
+use crate::record::batch::{add_seq, BatchHeader};
 
 /// Batches remembered per producer for duplicate detection (the Java client keeps at most
 /// five in flight, so a retry is always one of these).
@@ -37,16 +37,6 @@ pub enum SeqCheck {
     Append,
     /// A retry of a batch already written at this base offset: answer success, do not append.
     Duplicate(i64),
-}
-
-/// The sequence after `seq` advanced by `delta` records; sequences wrap at i32::MAX.
-fn add_seq(seq: i32, delta: i32) -> i32 {
-    let sum = i64::from(seq) + i64::from(delta);
-    if sum > i64::from(i32::MAX) {
-        (sum - i64::from(i32::MAX) - 1) as i32
-    } else {
-        sum as i32
-    }
 }
 
 /// Producer states of one partition.

@@ -64,6 +64,17 @@ pub struct BatchHeader {
     pub record_count: i32,
 }
 
+/// An idempotent producer's sequence `seq` advanced by `delta` records; sequences wrap at
+/// i32::MAX, as Kafka's do.
+pub fn add_seq(seq: i32, delta: i32) -> i32 {
+    let sum = i64::from(seq) + i64::from(delta);
+    if sum > i64::from(i32::MAX) {
+        (sum - i64::from(i32::MAX) - 1) as i32
+    } else {
+        sum as i32
+    }
+}
+
 impl BatchHeader {
     /// Reads the header of a batch that is at least [`BATCH_HEADER_LEN`] bytes long.
     pub fn parse(b: &[u8]) -> Result<Self, KelpError> {
