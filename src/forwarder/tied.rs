@@ -3,7 +3,7 @@
 //! (by anyone, even behind Kelp's back) has another id, so what the old one left is ignored.
 //! The codec is pure (used by [`super::log_start`] and [`super::topic_configs`]); the
 //! per-partition files (leader epochs, producer journals) are read and written through
-//! [`Forwarder::read_tied`] and [`Forwarder::write_tied`].
+//! `Forwarder::read_tied` and `Forwarder::write_tied`.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
