@@ -56,10 +56,21 @@ def require(ok, what):
     pytest.skip(f"missing test dependency: {what}")
 
 
+_handed_out = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now that this run has not handed out before: the kernel may give the same
+    ephemeral port to two binds in a row, and a Kelp whose listener and metrics port were
+    the same one could not start."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if p not in _handed_out and p + 1 not in _handed_out:
+            _handed_out.add(p)
+            return p
+    raise RuntimeError("no free port not handed out before")
 
 
 def scrape(port):
@@ -90,6 +101,7 @@ def free_port_pair():
             try:
                 a.bind(("127.0.0.1", p))
                 b.bind(("127.0.0.1", p + 1))
+                _handed_out.add(p + 1)
                 return p
             except OSError:
                 continue
