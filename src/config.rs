@@ -13,6 +13,16 @@ use clap::{Parser, ValueEnum};
 /// `server`, because [`Config::check_request_budget`] sizes the request budget against it.
 pub const READ_CHUNK: usize = 64 * 1024;
 
+/// What clients speak on a listener (Kafka's security protocols; SASL ones to come).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SecurityProtocol {
+    /// Kafka's protocol straight over TCP.
+    Plaintext,
+    /// Kafka's protocol over TLS.
+    Ssl,
+}
+
 /// Where partition data lives besides the in-core batch cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StorageKind {
@@ -80,6 +90,25 @@ pub struct Config {
     /// stays the bootstrap address; every shard still serves any request sent to it.
     #[arg(long)]
     pub advertise_shards: bool,
+
+    /// What clients speak on the listener (and the shard ports): PLAINTEXT, or SSL (TLS 1.2
+    /// and 1.3 with --ssl-certificate-file and --ssl-key-file), as Kafka's listener
+    /// security protocols.
+    #[arg(long, value_enum, default_value = "PLAINTEXT", ignore_case = true)]
+    pub security_protocol: SecurityProtocol,
+
+    /// PEM file with the listener's certificate chain (leaf first), for SSL.
+    #[arg(long)]
+    pub ssl_certificate_file: Option<std::path::PathBuf>,
+
+    /// PEM file with the private key of that certificate (PKCS#8, PKCS#1 or SEC1), for SSL.
+    #[arg(long)]
+    pub ssl_key_file: Option<std::path::PathBuf>,
+
+    /// PEM file with the CAs whose client certificates are required (mutual TLS). Unset:
+    /// clients show no certificate.
+    #[arg(long)]
+    pub ssl_client_ca_file: Option<std::path::PathBuf>,
 
     /// First per-shard port with `--advertise-shards`: shard i listens on (and advertises)
     /// this + i. Default: the listen port + 1.

@@ -19,10 +19,11 @@ use bytes::{Buf, BytesMut};
 use futures::channel::oneshot;
 use futures::future::Either;
 use futures_lite::AsyncReadExt;
-use glommio::net::{TcpListener, TcpStream};
+use futures_rustls::TlsAcceptor;
+use glommio::net::TcpListener;
 
 use super::budget::{Lease, RequestMemory, IDLE_CHUNK};
-use super::writev;
+use super::wire::Wire;
 use crate::api;
 use crate::config::READ_CHUNK;
 use crate::error::ConnectionError;
@@ -51,8 +52,14 @@ pub fn close_all() {
     });
 }
 
-/// Accepts connections on this shard's listener until the future is dropped.
-pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, memory: Arc<RequestMemory>) {
+/// Accepts connections on this shard's listener until the future is dropped; with `tls`, each
+/// connection first completes a TLS handshake.
+pub async fn accept_loop(
+    shard: Rc<Shard>,
+    listener: TcpListener,
+    memory: Arc<RequestMemory>,
+    tls: Option<TlsAcceptor>,
+) {
     loop {
         let stream = match listener.accept().await {
             Ok(s) => s,
@@ -77,12 +84,22 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, memory: Arc<Re
         )));
         let fd = std::os::unix::io::AsRawFd::as_raw_fd(&stream);
         OPEN.with(|o| o.borrow_mut().insert(fd));
-        let (shard, memory) = (shard.clone(), memory.clone());
+        let (shard, memory, tls) = (shard.clone(), memory.clone(), tls.clone());
         glommio::spawn_local(async move {
             shard.connections.set(shard.connections.get() + 1);
             shard.stats.connections.fetch_add(1, Ordering::Relaxed);
             let peer_rc: Rc<str> = Rc::from(peer.as_str());
-            match serve(&shard, stream, peer_rc, memory).await {
+            let served = match tls {
+                None => serve(&shard, stream, peer_rc, memory).await,
+                Some(acceptor) => match super::tls::handshake(&acceptor, stream).await {
+                    Ok(s) => serve(&shard, s, peer_rc, memory).await,
+                    Err(e) => {
+                        tracing::info!(%peer, error = %e, "TLS handshake failed; closing");
+                        Ok(())
+                    }
+                },
+            };
+            match served {
                 Ok(()) => tracing::debug!(%peer, "connection closed by client"),
                 Err(ConnectionError::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
                     tracing::warn!(%peer, shard = shard.id, timeout_ms = shard.config.write_timeout_ms,
@@ -221,7 +238,7 @@ impl ReadBuffer {
     }
 
     /// Reads what arrives into the reserved room, at most up to `need` for a big frame.
-    async fn read(&mut self, stream: &mut TcpStream, need: usize) -> std::io::Result<usize> {
+    async fn read<W: Wire>(&mut self, stream: &mut W, need: usize) -> std::io::Result<usize> {
         let have = self.buf.len();
         let room = self.buf.capacity() - have;
         let want = if need > READ_CHUNK {
@@ -262,9 +279,9 @@ impl Drop for KeepRead<'_> {
 /// has finished — except that a Produce following a Produce starts once its predecessor's
 /// appends are queued ([`api::RequestContext::started`]), so pipelined produces wait for one
 /// fdatasync together. Responses are written in request order as they complete.
-async fn serve(
+async fn serve<W: Wire>(
     shard: &Rc<Shard>,
-    mut stream: TcpStream,
+    mut stream: W,
     peer: Rc<str>,
     memory: Arc<RequestMemory>,
 ) -> Result<(), ConnectionError> {
@@ -280,7 +297,7 @@ async fn serve(
         // SAFETY: setsockopt on the connection's own open fd with a correctly sized linger.
         unsafe {
             libc::setsockopt(
-                std::os::unix::io::AsRawFd::as_raw_fd(&stream),
+                stream.fd(),
                 libc::SOL_SOCKET,
                 libc::SO_LINGER,
                 &off as *const libc::linger as *const libc::c_void,
@@ -291,9 +308,9 @@ async fn serve(
     r
 }
 
-async fn serve_requests(
+async fn serve_requests<W: Wire>(
     shard: &Rc<Shard>,
-    stream: &mut TcpStream,
+    stream: &mut W,
     peer: Rc<str>,
     memory: Arc<RequestMemory>,
 ) -> Result<(), ConnectionError> {
@@ -437,9 +454,9 @@ fn start(
 /// Waits until the newest request lets the next one start, writing the responses that
 /// complete meanwhile. A newest request that failed ends the connection after the responses
 /// before it.
-async fn wait_started(
+async fn wait_started<W: Wire>(
     shard: &Rc<Shard>,
-    stream: &mut TcpStream,
+    stream: &mut W,
     in_flight: &mut InFlight,
     mut started: oneshot::Receiver<()>,
 ) -> Result<(), ConnectionError> {
@@ -511,9 +528,9 @@ async fn oldest_done(in_flight: &mut InFlight) -> Finished {
 }
 
 /// Waits for the oldest request and writes its response.
-async fn write_oldest(
+async fn write_oldest<W: Wire>(
     shard: &Rc<Shard>,
-    stream: &mut TcpStream,
+    stream: &mut W,
     in_flight: &mut InFlight,
 ) -> Result<(), ConnectionError> {
     let done = oldest_done(in_flight).await;
@@ -522,9 +539,9 @@ async fn write_oldest(
 }
 
 /// Writes every response still to come, in order.
-async fn drain(
+async fn drain<W: Wire>(
     shard: &Rc<Shard>,
-    stream: &mut TcpStream,
+    stream: &mut W,
     in_flight: &mut InFlight,
 ) -> Result<(), ConnectionError> {
     while !in_flight.is_empty() {
@@ -539,9 +556,9 @@ async fn drain(
 /// already count it (counted after the write, a shard thread preempted right after `sendmsg`
 /// left a consumer holding every record while `/metrics` showed no fetch at all). Latency
 /// therefore runs until the response is ready, not until the socket took it.
-async fn write_finished(
+async fn write_finished<W: Wire>(
     shard: &Rc<Shard>,
-    stream: &mut TcpStream,
+    stream: &mut W,
     f: Finished,
 ) -> Result<(), ConnectionError> {
     let resp = f.resp?;
@@ -563,7 +580,7 @@ async fn write_finished(
     }
     shard.stats.record(f.kind, elapsed);
     if let Some(resp) = resp {
-        writev::write_all(stream, &resp.chunks).await?;
+        stream.write_chunks(&resp.chunks).await?;
     }
     Ok(())
 }

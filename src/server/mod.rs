@@ -6,6 +6,8 @@ pub mod connection;
 pub mod malloc;
 pub mod panic;
 pub mod shutdown;
+pub mod tls;
+pub mod wire;
 pub mod writev;
 
 use std::rc::Rc;
@@ -119,6 +121,8 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     };
     drop((probe, shard_probes));
 
+    // Certificates are read once, here: a bad file stops the start with its name.
+    let tls = tls::acceptor(&config)?;
     let config = Arc::new(config);
     // The one place the storage engine is chosen; nothing after this asks which one runs.
     let crate::storage::Storage { cluster, engine } = crate::storage::select(&config, cores.len())?;
@@ -140,13 +144,14 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     let mut handles = Vec::with_capacity(cores.len());
     for &core in &cores {
         let memory = request_memory.clone();
-        let (registry, config, cluster, mesh, ready, engine) = (
+        let (registry, config, cluster, mesh, ready, engine, tls) = (
             registry.clone(),
             config.clone(),
             cluster.clone(),
             mesh.clone(),
             ready_tx.clone(),
             engine.clone(),
+            tls.clone(),
         );
         let pool = PoolPlacement::Custom(vec![
             CpuSet::online()
@@ -220,11 +225,17 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                     glommio::spawn_local(shard.clone().run_flush(every)).detach();
                 }
                 let accept = futures::future::join(
-                    connection::accept_loop(shard.clone(), listener, memory.clone()),
+                    connection::accept_loop(shard.clone(), listener, memory.clone(), tls.clone()),
                     async {
                         match own {
                             Some(l) => {
-                                connection::accept_loop(shard.clone(), l, memory.clone()).await
+                                connection::accept_loop(
+                                    shard.clone(),
+                                    l,
+                                    memory.clone(),
+                                    tls.clone(),
+                                )
+                                .await
                             }
                             None => futures::future::pending().await,
                         }

@@ -123,12 +123,21 @@ def answers_api_versions(port, timeout=0.5):
         return False
 
 
-def wait_port(port, proc, timeout=25.0):
+def accepts(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def wait_port(port, proc, timeout=25.0, tls=False):
+    """Until Kelp answers ApiVersions on `port` (with `tls`: accepts connections there)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"kelp exited early with {proc.returncode}")
-        if answers_api_versions(port):
+        if accepts(port) if tls else answers_api_versions(port):
             return
         time.sleep(0.05)
     raise RuntimeError(f"kelp did not serve on {port} within {timeout}s")
@@ -229,7 +238,8 @@ class Broker:
         self.log.flush()
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
         try:
-            wait_port(self.port, self.proc)
+            wait_port(self.port, self.proc,
+                      tls="SSL" in self.extra_args and "--security-protocol" in self.extra_args)
         except RuntimeError as e:
             self.stop()
             pytest.fail(f"{e}\n--- kelp log ---\n{self.log_tail()}")

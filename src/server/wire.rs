@@ -1,0 +1,66 @@
+//! The byte stream a client connection runs over: plain TCP, where responses go out as
+//! gather writes straight from the cache ([`super::writev`]), or TLS over TCP, where rustls
+//! encrypts them (no anchor keeps zero-copy with TLS: the bytes are copied into records).
+//! Called by [`super::connection`]; calls only the socket and rustls.
+
+use std::future::Future;
+use std::io;
+use std::os::unix::io::{AsRawFd, RawFd};
+
+use bytes::Bytes;
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use glommio::net::TcpStream;
+
+/// Largest TLS record's payload: small response pieces are gathered up to this before they
+/// go to rustls, so a Fetch of many small batches does not become many small records.
+const RECORD: usize = 16 * 1024;
+
+/// A connection's transport.
+pub trait Wire: AsyncRead + AsyncWrite + Unpin {
+    /// Writes every byte of `chunks`, in order, and pushes them out.
+    fn write_chunks<'a>(
+        &'a mut self,
+        chunks: &'a [Bytes],
+    ) -> impl Future<Output = io::Result<()>> + 'a;
+
+    /// The socket underneath (socket options, shutdown).
+    fn fd(&self) -> RawFd;
+}
+
+impl Wire for TcpStream {
+    fn write_chunks<'a>(
+        &'a mut self,
+        chunks: &'a [Bytes],
+    ) -> impl Future<Output = io::Result<()>> + 'a {
+        super::writev::write_all(self, chunks)
+    }
+
+    fn fd(&self) -> RawFd {
+        self.as_raw_fd()
+    }
+}
+
+impl Wire for futures_rustls::server::TlsStream<TcpStream> {
+    async fn write_chunks(&mut self, chunks: &[Bytes]) -> io::Result<()> {
+        let mut small = Vec::with_capacity(RECORD);
+        for c in chunks {
+            if small.len() + c.len() > RECORD && !small.is_empty() {
+                self.write_all(&small).await?;
+                small.clear();
+            }
+            if c.len() >= RECORD {
+                self.write_all(c).await?;
+            } else {
+                small.extend_from_slice(c);
+            }
+        }
+        if !small.is_empty() {
+            self.write_all(&small).await?;
+        }
+        self.flush().await
+    }
+
+    fn fd(&self) -> RawFd {
+        self.get_ref().0.as_raw_fd()
+    }
+}
