@@ -27,6 +27,15 @@ else
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
 fi
 
+# --- openssl (apt): the TLS tests make their CA and certificates with it -------------------
+if command -v openssl >/dev/null 2>&1; then
+  log "openssl: present ($(openssl version))"
+else
+  log "apt: installing openssl"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
+fi
+
 # --- Python packages (pip) --------------------------------------------------------------------
 PY_PKGS=(confluent-kafka==2.16.1 kafka-python==3.0.12 pytest==9.2.0 prometheus-client==0.26.0
          lz4==4.4.5 zstandard==0.25.0 python-snappy==0.7.3 cramjam==2.14.0)

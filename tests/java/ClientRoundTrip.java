@@ -7,6 +7,7 @@
 // back and checks each key, value, partition/offset (as acknowledged), headers (exactly, in
 // order), CreateTime timestamp, contiguous offsets from 0 and the end offsets.
 // Prints "OK <codec> <n>" per codec; on the first mismatch prints "FAIL ..." and exits 1.
+// -Dkelp.client.config=FILE adds that properties file to every client's config (e.g. TLS).
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.*;
@@ -30,6 +31,20 @@ public class ClientRoundTrip {
     static final long BASE_TS = 1_700_000_000_000L;
     static final int PARTITIONS = 4;
     static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
+    static final Properties EXTRA = extra();
+
+    static Properties extra() {
+        Properties p = new Properties();
+        String f = System.getProperty("kelp.client.config");
+        if (f != null) {
+            try (java.io.FileReader r = new java.io.FileReader(f)) {
+                p.load(r);
+            } catch (java.io.IOException e) {
+                fail("reading " + f + ": " + e);
+            }
+        }
+        return p;
+    }
 
     static void fail(String msg) {
         System.out.println("FAIL " + msg);
@@ -60,6 +75,7 @@ public class ClientRoundTrip {
     static void roundTrip(String bootstrap, String topic, String codec, int n) throws Exception {
         Properties ap = new Properties();
         ap.put("bootstrap.servers", bootstrap);
+        ap.putAll(EXTRA);
         ap.put("request.timeout.ms", "15000");
         try (Admin admin = Admin.create(ap)) {
             admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, (short) 1))).all().get(30, TimeUnit.SECONDS);
@@ -70,6 +86,7 @@ public class ClientRoundTrip {
 
         Properties pp = new Properties();
         pp.put("bootstrap.servers", bootstrap);
+        pp.putAll(EXTRA);
         pp.put("enable.idempotence", "false");
         pp.put("acks", "all");
         pp.put("compression.type", codec);
@@ -115,6 +132,7 @@ public class ClientRoundTrip {
 
         Properties cp = new Properties();
         cp.put("bootstrap.servers", bootstrap);
+        cp.putAll(EXTRA);
         cp.put("enable.auto.commit", "false");
         cp.put("request.timeout.ms", "15000");
         cp.put("key.deserializer", ByteArrayDeserializer.class.getName());
