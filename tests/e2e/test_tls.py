@@ -8,6 +8,7 @@ connection, and Kelp keeps serving the good ones.
 Each test starts its own Kelp (same storage as the pass)."""
 
 import datetime
+import functools
 import glob
 import os
 import pathlib
@@ -85,14 +86,14 @@ def pki(tmp_path):
     return d
 
 
-def ssl_broker(pki, sw, server="server", client_ca=None):
+def ssl_broker(pki, sw, server="server", client_ca=None, shards=False):
     args = ["--security-protocol", "SSL",
             "--ssl-certificate-file", os.path.join(pki, f"{server}.pem"),
             "--ssl-key-file", os.path.join(pki, f"{server}.key")]
     if client_ca:
         args += ["--ssl-client-ca-file", os.path.join(pki, f"{client_ca}.pem")]
-    return conftest.running_broker(conftest.Broker, "kelp-tls-", args,
-                                   seaweed=sw)
+    cls = functools.partial(conftest.Broker, advertise_shards=shards)
+    return conftest.running_broker(cls, "kelp-tls-", args, seaweed=sw)
 
 
 def tls_conf(bs, pki, ca="ca", cert=None):
@@ -145,6 +146,16 @@ def test_clients_produce_and_consume_over_tls(pki, sw):
         # Kelp still serves TLS clients after those.
         round_trip(tls_conf(b.bootstrap, pki), n=20)
         assert b.alive()
+
+
+def test_every_shard_port_speaks_tls_with_advertise_shards(pki, sw):
+    """With --advertise-shards clients go straight to each shard's own port: those speak TLS
+    too."""
+    with ssl_broker(pki, sw, shards=True) as b:
+        assert b.shard_base_port
+        md = AdminClient(tls_conf(b.bootstrap, pki)).list_topics(timeout=10)
+        assert {n.port for n in md.brokers.values()} >= {b.shard_base_port}, md.brokers
+        round_trip(tls_conf(b.bootstrap, pki), n=100)
 
 
 def test_an_expired_certificate_is_refused_by_clients(pki, sw):
