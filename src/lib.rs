@@ -5,9 +5,10 @@
 //! [`partition`] (offsets, batch cache) with [`record`] (batch validation); [`group`] is the
 //! consumer group coordinator, sharded by group id. [`log`] is the embedded durable storage
 //! behind the cache (`--storage local`). [`cluster`] holds
-//! the shared topic metadata; [`error`] maps failures to Kafka error codes.
+//! the shared topic metadata; [`auth`] who is on a connection; [`error`] maps failures to Kafka error codes.
 
 pub mod api;
+pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod deadline;

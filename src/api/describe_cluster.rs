@@ -26,10 +26,12 @@ pub fn handle(
         .brokers()
         .iter()
         .map(|n| {
+            // The addresses of the listener this client came in on.
+            let (host, port) = n.on(&ctx.session.listener.name);
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(n.id))
-                .with_host(sb(n.host.clone()))
-                .with_port(n.port)
+                .with_host(sb(host))
+                .with_port(port)
         })
         .collect();
     encoded(Response::encode(&ctx.header, &resp))

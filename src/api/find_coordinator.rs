@@ -43,9 +43,10 @@ pub fn handle(
                 match check_key(k.as_str(), req.key_type) {
                     Ok(()) => {
                         let n = cluster.coordinator(k.as_str());
+                        let (host, port) = n.on(&ctx.session.listener.name);
                         c.node_id = BrokerId(n.id);
-                        c.host = sb(n.host.clone());
-                        c.port = n.port;
+                        c.host = sb(host);
+                        c.port = port;
                         c.error_code = code::NONE;
                     }
                     Err(e) => {
@@ -63,10 +64,11 @@ pub fn handle(
         match check_key(req.key.as_str(), req.key_type) {
             Ok(()) => {
                 let n = cluster.coordinator(req.key.as_str());
+                let (host, port) = n.on(&ctx.session.listener.name);
                 resp.error_code = code::NONE;
                 resp.node_id = BrokerId(n.id);
-                resp.host = sb(n.host.clone());
-                resp.port = n.port;
+                resp.host = sb(host);
+                resp.port = port;
             }
             Err(e) => {
                 resp.error_code = e.code();

@@ -96,10 +96,12 @@ pub async fn handle(
         .brokers()
         .iter()
         .map(|n| {
+            // The addresses of the listener this client came in on.
+            let (host, port) = n.on(&ctx.session.listener.name);
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(n.id))
-                .with_host(sb(n.host.clone()))
-                .with_port(n.port)
+                .with_host(sb(host))
+                .with_port(port)
         })
         .collect();
     resp.cluster_id = Some(sb(cluster.cluster_id.clone()));

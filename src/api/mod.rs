@@ -39,6 +39,7 @@ use futures::channel::oneshot;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
+use crate::auth::Session;
 use crate::error::{ConnectionError, KelpError};
 use crate::protocol::request::{self, Request};
 use crate::protocol::versions::key;
@@ -52,8 +53,8 @@ pub struct RequestContext {
     pub shard: Rc<Shard>,
     /// The request header (api key, version, correlation id, client id).
     pub header: RequestHeader,
-    /// The client's address ("ip:port"), as the connection saw it.
-    pub peer: Rc<str>,
+    /// The connection: the client's address and the listener it came in on.
+    pub session: Rc<Session>,
     /// Fired by [`RequestContext::started`].
     started: Cell<Option<oneshot::Sender<()>>>,
 }
@@ -71,9 +72,10 @@ impl RequestContext {
 
     /// The client host as Kafka reports it in DescribeGroups ("/" + ip).
     pub fn client_host(&self) -> String {
-        let ip = match self.peer.rsplit_once(':') {
+        let peer = &self.session.peer;
+        let ip = match peer.rsplit_once(':') {
             Some((ip, _)) => ip,
-            None => &self.peer,
+            None => peer,
         };
         format!("/{}", ip.trim_start_matches('[').trim_end_matches(']'))
     }
@@ -84,7 +86,7 @@ impl RequestContext {
 pub async fn dispatch(
     shard: Rc<Shard>,
     header: RequestHeader,
-    peer: Rc<str>,
+    session: Rc<Session>,
     mut frame: BytesMut,
     started: oneshot::Sender<()>,
 ) -> Result<Option<Response>, ConnectionError> {
@@ -93,7 +95,7 @@ pub async fn dispatch(
     let ctx = RequestContext {
         shard,
         header,
-        peer,
+        session,
         started: Cell::new(Some(started)),
     };
     // KIP-511: an ApiVersions request of a version Kelp does not know is still answered.

@@ -204,6 +204,7 @@ mod tests {
                     id: base + s,
                     host: "127.0.0.1".into(),
                     port: 20000 + base + s,
+                    endpoints: Vec::new(),
                 })
                 .collect()
         };

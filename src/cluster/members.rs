@@ -33,6 +33,7 @@ impl LiveNode {
                 id: self.node_id,
                 host: self.host.clone(),
                 port: self.port,
+                endpoints: Vec::new(),
             },
             1 => self.brokers[0].clone(),
             n => self.brokers[pick(n).min(n - 1)].clone(),

@@ -8,7 +8,7 @@
 //! I/O; placement comes from [`routing`], so both always agree.
 
 use super::routing;
-use crate::config::Config;
+use crate::config::{Config, Listener};
 
 /// One node as clients see it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -19,6 +19,34 @@ pub struct Node {
     pub host: String,
     /// Port clients connect to.
     pub port: i32,
+    /// Its address on every listener (`host`/`port` are the default listener's).
+    #[serde(default)]
+    pub endpoints: Vec<NodeEndpoint>,
+}
+
+/// A node's address on one named listener.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NodeEndpoint {
+    /// The listener's name.
+    pub listener: String,
+    /// Host clients of that listener connect to.
+    pub host: String,
+    /// Port clients of that listener connect to.
+    pub port: i32,
+}
+
+impl Node {
+    /// Where a client that came in on `listener` reaches this node. A node without that
+    /// listener (a cluster whose nodes disagree on their listeners) is shown at its default
+    /// address.
+    pub fn on(&self, listener: &str) -> (&str, i32) {
+        self.endpoints
+            .iter()
+            .find(|e| e.listener == listener)
+            .map_or((self.host.as_str(), self.port), |e| {
+                (e.host.as_str(), e.port)
+            })
+    }
 }
 
 /// Every node Kelp advertises; the first is the controller.
@@ -29,23 +57,37 @@ pub struct Nodes {
 
 impl Nodes {
     /// The nodes for `shards` shards under `config`: one, or one per shard with
-    /// `--advertise-shards` (ids `node_id + shard`, ports [`Config::shard_port`]).
+    /// `--advertise-shards` (ids `node_id + shard`, ports [`Listener::shard_port`]), each
+    /// with an address per listener.
     pub fn new(config: &Config, shards: usize) -> Self {
-        let host = config.advertised_host();
+        // `server::run` refuses listener flags that do not resolve before anything builds
+        // nodes; only a test could get here with bad ones.
+        let listeners = config.listeners().unwrap_or_default();
+        let node = |id: i32, port_of: &dyn Fn(&Listener) -> u16| {
+            let endpoints: Vec<NodeEndpoint> = listeners
+                .iter()
+                .map(|l| NodeEndpoint {
+                    listener: l.name.clone(),
+                    host: l.advertised_host.clone(),
+                    port: i32::from(port_of(l)),
+                })
+                .collect();
+            let (host, port) = endpoints
+                .first()
+                .map_or(("127.0.0.1".to_string(), 0), |e| (e.host.clone(), e.port));
+            Node {
+                id,
+                host,
+                port,
+                endpoints,
+            }
+        };
         let list = if config.advertise_shards {
             (0..shards.max(1))
-                .map(|s| Node {
-                    id: config.node_id + s as i32,
-                    host: host.clone(),
-                    port: i32::from(config.shard_port(s)),
-                })
+                .map(|s| node(config.node_id + s as i32, &|l| l.shard_port(s)))
                 .collect()
         } else {
-            vec![Node {
-                id: config.node_id,
-                host,
-                port: config.advertised_port(),
-            }]
+            vec![node(config.node_id, &|l| l.advertised_port)]
         };
         Nodes { list }
     }
@@ -124,9 +166,44 @@ mod tests {
         );
         assert_eq!(base.all()[1].port, 20001);
         let top = config(&["--advertise-shards", "--shard-base-port", "65535"]);
-        assert!(top.check_shard_ports(1).is_ok());
-        assert!(top.check_shard_ports(2).is_err());
-        let listen_top = Config::parse_from(["kelp", "--listen", "127.0.0.1:65535"]);
-        assert!(listen_top.check_shard_ports(1).is_err());
+        assert!(top.check_ports(1).is_ok());
+        assert!(top.check_ports(2).is_err());
+        let listen_top =
+            Config::parse_from(["kelp", "--listen", "127.0.0.1:65535", "--advertise-shards"]);
+        assert!(listen_top.check_ports(1).is_err());
+        // Shard ports of one listener on another's port.
+        let clash = Config::parse_from([
+            "kelp",
+            "--listeners",
+            "PLAINTEXT://:9092,SSL://:9093",
+            "--advertise-shards",
+        ]);
+        assert!(clash.check_ports(1).is_err());
+        assert!(
+            Config::parse_from(["kelp", "--listeners", "PLAINTEXT://:9092,SSL://:9093"])
+                .check_ports(4)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn every_node_has_an_address_per_listener() {
+        let nodes = Nodes::new(
+            &Config::parse_from([
+                "kelp",
+                "--listeners",
+                "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9192",
+                "--advertised-listeners",
+                "SSL://broker.example:9999",
+                "--advertise-shards",
+            ]),
+            2,
+        );
+        let n = &nodes.all()[1];
+        assert_eq!((n.host.as_str(), n.port), ("127.0.0.1", 9094));
+        assert_eq!(n.on("PLAINTEXT"), ("127.0.0.1", 9094));
+        // Shard ports follow each listener's bound port; the advertised host is kept.
+        assert_eq!(n.on("SSL"), ("broker.example", 9194));
+        assert_eq!(n.on("OTHER"), ("127.0.0.1", 9094));
     }
 }

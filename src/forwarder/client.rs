@@ -98,6 +98,12 @@ impl Settings {
                 "--storage seaweedmq needs --seaweedmq-master, or both --seaweedmq-brokers and --seaweedmq-filer"
             );
         }
+        let default = c
+            .listeners()
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("no listener"))?;
         Ok(Settings {
             master,
             brokers,
@@ -107,8 +113,8 @@ impl Settings {
             connect_timeout: Duration::from_millis(c.seaweedmq_connect_timeout_ms),
             me: super::membership::Me {
                 node_id: c.node_id,
-                host: c.advertised_host(),
-                port: c.advertised_port(),
+                host: default.advertised_host,
+                port: i32::from(default.advertised_port),
                 colocated: c.seaweedmq_colocated_broker.clone(),
             },
         })

@@ -25,6 +25,8 @@ use glommio::net::TcpListener;
 use super::budget::{Lease, RequestMemory, IDLE_CHUNK};
 use super::wire::Wire;
 use crate::api;
+use crate::auth::Session;
+use crate::config::Listener;
 use crate::config::READ_CHUNK;
 use crate::error::ConnectionError;
 use crate::metrics::Kind;
@@ -52,16 +54,18 @@ pub fn close_all() {
     });
 }
 
-/// Accepts connections on this shard's listener until the future is dropped; with `tls`, each
-/// connection first completes a TLS handshake.
+/// Accepts connections on one of this shard's sockets of `listener` until the future is
+/// dropped; on a TLS listener each connection first completes a handshake with `tls`.
 pub async fn accept_loop(
     shard: Rc<Shard>,
-    listener: TcpListener,
+    socket: TcpListener,
     memory: Arc<RequestMemory>,
+    listener: Arc<Listener>,
     tls: Option<TlsAcceptor>,
 ) {
+    let tls = tls.filter(|_| listener.protocol.tls());
     loop {
-        let stream = match listener.accept().await {
+        let stream = match socket.accept().await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -85,14 +89,14 @@ pub async fn accept_loop(
         let fd = std::os::unix::io::AsRawFd::as_raw_fd(&stream);
         OPEN.with(|o| o.borrow_mut().insert(fd));
         let (shard, memory, tls) = (shard.clone(), memory.clone(), tls.clone());
+        let session = Rc::new(Session::new(&peer, listener.clone()));
         glommio::spawn_local(async move {
             shard.connections.set(shard.connections.get() + 1);
             shard.stats.connections.fetch_add(1, Ordering::Relaxed);
-            let peer_rc: Rc<str> = Rc::from(peer.as_str());
             let served = match tls {
-                None => serve(&shard, stream, peer_rc, memory).await,
+                None => serve(&shard, stream, session, memory).await,
                 Some(acceptor) => match super::tls::handshake(&acceptor, stream).await {
-                    Ok(s) => serve(&shard, s, peer_rc, memory).await,
+                    Ok(s) => serve(&shard, s, session, memory).await,
                     Err(e) => {
                         tracing::info!(%peer, error = %e, "TLS handshake failed; closing");
                         Ok(())
@@ -282,10 +286,10 @@ impl Drop for KeepRead<'_> {
 async fn serve<W: Wire>(
     shard: &Rc<Shard>,
     mut stream: W,
-    peer: Rc<str>,
+    session: Rc<Session>,
     memory: Arc<RequestMemory>,
 ) -> Result<(), ConnectionError> {
-    let r = serve_requests(shard, &mut stream, peer, memory).await;
+    let r = serve_requests(shard, &mut stream, session, memory).await;
     if matches!(&r, Err(ConnectionError::Io(e)) if e.kind() == std::io::ErrorKind::TimedOut) {
         // The client stopped reading: a normal close would leave the unsent responses in the
         // kernel until TCP gives up (its window is shut, so not even the FIN goes out).
@@ -311,9 +315,10 @@ async fn serve<W: Wire>(
 async fn serve_requests<W: Wire>(
     shard: &Rc<Shard>,
     stream: &mut W,
-    peer: Rc<str>,
+    session: Rc<Session>,
     memory: Arc<RequestMemory>,
 ) -> Result<(), ConnectionError> {
+    let peer = session.peer.clone();
     let max = shard.config.max_request_bytes;
     let idle_limit = Duration::from_millis(shard.config.connections_max_idle_ms.max(1));
     let mut rb = ReadBuffer::new(memory);
@@ -330,7 +335,7 @@ async fn serve_requests<W: Wire>(
                         // request before it, as with Kafka's one request at a time.
                         drain(shard, stream, &mut in_flight).await?;
                     }
-                    let started = start(shard, &peer, header, frame, lease, &mut in_flight)?;
+                    let started = start(shard, &session, header, frame, lease, &mut in_flight)?;
                     wait_started(shard, stream, &mut in_flight, started).await?;
                     continue;
                 }
@@ -403,7 +408,7 @@ async fn serve_requests<W: Wire>(
 /// request start.
 fn start(
     shard: &Rc<Shard>,
-    peer: &Rc<str>,
+    session: &Rc<Session>,
     header: RequestHeader,
     frame: BytesMut,
     lease: Lease,
@@ -430,11 +435,11 @@ fn start(
     );
     let (started_tx, started_rx) = oneshot::channel();
     let (done_tx, done_rx) = oneshot::channel();
-    let (shard, peer) = (shard.clone(), peer.clone());
+    let (shard, session) = (shard.clone(), session.clone());
     // Its own task, so it runs to the end even if the connection goes away meanwhile (a
     // half-done append would leave the partition's log writer stuck).
     glommio::spawn_local(async move {
-        let resp = api::dispatch(shard, header, peer, frame, started_tx).await;
+        let resp = api::dispatch(shard, header, session, frame, started_tx).await;
         // The frame's share of the request budget ends with its handling: what it left in
         // the batch cache is the cache budget's from now on.
         drop(lease);

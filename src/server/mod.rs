@@ -19,7 +19,7 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement, PoolPlacement};
 
-use crate::config::Config;
+use crate::config::{Config, Listener};
 use crate::metrics::{self, Registry};
 use crate::shard::{Shard, ShardMsg};
 
@@ -57,11 +57,6 @@ fn bind_listener(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     sk.listen(1024)?;
     // SAFETY: the fd is a bound, listening TCP socket whose ownership moves to the listener.
     Ok(unsafe { TcpListener::from_raw_fd(sk.into_raw_fd()) })
-}
-
-/// Shard `shard`'s own listen address with `--advertise-shards`.
-fn shard_addr(config: &Config, shard: usize) -> std::net::SocketAddr {
-    std::net::SocketAddr::new(config.listen.ip(), config.shard_port(shard))
 }
 
 /// How long start-up waits for a port still held by a previous process.
@@ -105,21 +100,35 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     config
         .check_request_budget()
         .map_err(|e| anyhow::anyhow!(e))?;
-    let probe = probe_listen(config.listen)?;
-    config.listen = probe.local_addr()?;
-    if config.advertise_shards {
-        config
-            .check_shard_ports(cores.len())
-            .map_err(|e| anyhow::anyhow!(e))?;
-    }
+    let probes = config
+        .listeners()
+        .map_err(anyhow::Error::msg)?
+        .iter()
+        .map(|l| probe_listen(l.bind))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let ports = probes
+        .iter()
+        .map(|p| p.local_addr().map(|a| a.port()))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    config.set_bound_ports(&ports);
+    config
+        .check_ports(cores.len())
+        .map_err(anyhow::Error::msg)?;
+    let listeners: Vec<Arc<Listener>> = config
+        .listeners()
+        .map_err(anyhow::Error::msg)?
+        .into_iter()
+        .map(Arc::new)
+        .collect();
     let shard_probes = if config.advertise_shards {
-        (0..cores.len())
-            .map(|s| probe_listen(shard_addr(&config, s)))
+        listeners
+            .iter()
+            .flat_map(|l| (0..cores.len()).map(|s| probe_listen(l.shard_bind(s))))
             .collect::<anyhow::Result<Vec<_>>>()?
     } else {
         Vec::new()
     };
-    drop((probe, shard_probes));
+    drop((probes, shard_probes));
 
     // Certificates are read once, here: a bad file stops the start with its name.
     let tls = tls::acceptor(&config)?;
@@ -144,7 +153,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     let mut handles = Vec::with_capacity(cores.len());
     for &core in &cores {
         let memory = request_memory.clone();
-        let (registry, config, cluster, mesh, ready, engine, tls) = (
+        let (registry, config, cluster, mesh, ready, engine, tls, listeners) = (
             registry.clone(),
             config.clone(),
             cluster.clone(),
@@ -152,6 +161,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
             ready_tx.clone(),
             engine.clone(),
             tls.clone(),
+            listeners.clone(),
         );
         let pool = PoolPlacement::Custom(vec![
             CpuSet::online()
@@ -194,26 +204,28 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                     let _ = ready.send(Err(e));
                     return;
                 }
-                let listener = match bind_listener(config.listen) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        let _ = ready.send(Err(anyhow::anyhow!("shard {} bind: {e}", shard.id)));
-                        return;
+                // Every listener's shared port, and with --advertise-shards its port for this
+                // shard.
+                let mut sockets = Vec::new();
+                for l in &listeners {
+                    let mut addrs = vec![l.bind];
+                    if config.advertise_shards {
+                        addrs.push(l.shard_bind(shard.id));
                     }
-                };
-                let own = if config.advertise_shards {
-                    let addr = shard_addr(&config, shard.id);
-                    match bind_listener(addr) {
-                        Ok(l) => Some(l),
-                        Err(e) => {
-                            let _ = ready
-                                .send(Err(anyhow::anyhow!("shard {} bind {addr}: {e}", shard.id)));
-                            return;
+                    for addr in addrs {
+                        match bind_listener(addr) {
+                            Ok(s) => sockets.push((s, l.clone())),
+                            Err(e) => {
+                                let _ = ready.send(Err(anyhow::anyhow!(
+                                    "shard {} bind {addr} (listener {}): {e}",
+                                    shard.id,
+                                    l.name
+                                )));
+                                return;
+                            }
                         }
                     }
-                } else {
-                    None
-                };
+                }
                 let _ = ready.send(Ok(shard.id));
                 glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
                 glommio::spawn_local(shard.clone().run_group_timers()).detach();
@@ -224,23 +236,9 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 if let Some(every) = background.flush_every {
                     glommio::spawn_local(shard.clone().run_flush(every)).detach();
                 }
-                let accept = futures::future::join(
-                    connection::accept_loop(shard.clone(), listener, memory.clone(), tls.clone()),
-                    async {
-                        match own {
-                            Some(l) => {
-                                connection::accept_loop(
-                                    shard.clone(),
-                                    l,
-                                    memory.clone(),
-                                    tls.clone(),
-                                )
-                                .await
-                            }
-                            None => futures::future::pending().await,
-                        }
-                    },
-                );
+                let accept = futures::future::join_all(sockets.into_iter().map(|(socket, l)| {
+                    connection::accept_loop(shard.clone(), socket, memory.clone(), l, tls.clone())
+                }));
                 futures::future::select(std::pin::pin!(accept), std::pin::pin!(shutdown::wait()))
                     .await;
                 // Listener dropped with the accept loop; now end the connections and give
@@ -261,7 +259,11 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
         }
     }
     tracing::info!(
-        listen = %config.listen,
+        listeners = %listeners
+            .iter()
+            .map(|l| format!("{}://{} ({})", l.name, l.bind, l.protocol.name()))
+            .collect::<Vec<_>>()
+            .join(","),
         advertised = %cluster
             .nodes
             .all()

@@ -1,4 +1,4 @@
-//! TLS for client connections (`--security-protocol SSL`): the rustls server configuration,
+//! TLS for client connections on SSL listeners: the rustls server configuration,
 //! read once at start-up from PEM files (certificate chain, private key, and with
 //! `--ssl-client-ca-file` the CAs whose client certificates are required: mTLS), and the
 //! handshake, bounded in time so a client that connects and says nothing holds no task.
@@ -15,18 +15,24 @@ use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::config::{Config, SecurityProtocol};
+use crate::config::Config;
 
 /// How long a client has to complete the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The acceptor for `config`'s listener, None when it speaks plaintext.
+/// The acceptor for `config`'s TLS listeners (one certificate for all of them), None when
+/// every listener speaks plaintext.
 pub fn acceptor(config: &Config) -> anyhow::Result<Option<TlsAcceptor>> {
-    if config.security_protocol != SecurityProtocol::Ssl {
+    let listeners = config.listeners().map_err(anyhow::Error::msg)?;
+    let Some(first) = listeners.iter().find(|l| l.protocol.tls()) else {
         return Ok(None);
-    }
+    };
     let (Some(cert), Some(key)) = (&config.ssl_certificate_file, &config.ssl_key_file) else {
-        anyhow::bail!("--security-protocol SSL needs --ssl-certificate-file and --ssl-key-file");
+        anyhow::bail!(
+            "listener {} ({}) needs --ssl-certificate-file and --ssl-key-file",
+            first.name,
+            first.protocol.name()
+        );
     };
     let server = server_config(cert, key, config.ssl_client_ca_file.as_deref())?;
     Ok(Some(TlsAcceptor::from(server)))

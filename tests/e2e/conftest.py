@@ -93,19 +93,30 @@ def sample_total(fams, fam, suffix="", **labels):
                if s.name == fam + suffix and all(s.labels.get(k) == v for k, v in labels.items()))
 
 
-def free_port_pair():
-    """A port p with p and p + 1 both free (the two shards' own ports, --advertise-shards)."""
+def free_port_run(n):
+    """A port p with p .. p + n - 1 all free and not handed out before (a listener's port
+    and, after it, its shards' own ports with --advertise-shards)."""
     for _ in range(50):
         p = free_port()
-        with socket.socket() as a, socket.socket() as b:
-            try:
-                a.bind(("127.0.0.1", p))
-                b.bind(("127.0.0.1", p + 1))
-                _handed_out.add(p + 1)
-                return p
-            except OSError:
-                continue
-    raise RuntimeError("no two consecutive free ports")
+        socks = [socket.socket() for _ in range(n)]
+        try:
+            for i, sk in enumerate(socks):
+                if i and p + i in _handed_out:
+                    raise OSError("handed out")
+                sk.bind(("127.0.0.1", p + i))
+            _handed_out.update(p + i for i in range(n))
+            return p
+        except OSError:
+            continue
+        finally:
+            for sk in socks:
+                sk.close()
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
+def free_port_pair():
+    """A port p with p and p + 1 both free (the two shards' own ports, --advertise-shards)."""
+    return free_port_run(2)
 
 
 def answers_api_versions(port, timeout=0.5):

@@ -138,7 +138,9 @@ fn only_produce_lets_the_next_request_start_early() {
         let (_, frame) = c.frame(12, &MetadataRequest::default().with_topics(None));
         let header = RequestHeader::parse(&frame).expect("header");
         let (tx, mut rx) = oneshot::channel();
-        let out = crate::api::dispatch(c.shard.clone(), header, Rc::from(PEER), frame, tx).await;
+        let out =
+            crate::api::dispatch(c.shard.clone(), header, super::session(&c.shard), frame, tx)
+                .await;
         assert!(out.expect("answered").is_some());
         // Never fired: the connection waits for the whole request (the sender is gone).
         assert!(rx.try_recv().is_err());

@@ -55,6 +55,18 @@ const HANG: Duration = Duration::from_secs(120);
 /// The client address every request claims to come from.
 pub(crate) const PEER: &str = "127.0.0.1:50000";
 
+/// A connection from [`PEER`] on the first listener of `shard`'s configuration.
+pub(crate) fn session(shard: &Shard) -> Rc<crate::auth::Session> {
+    let listener = shard
+        .config
+        .listeners()
+        .expect("test listeners")
+        .into_iter()
+        .next()
+        .expect("a listener");
+    Rc::new(crate::auth::Session::new(PEER, Arc::new(listener)))
+}
+
 /// Broker flags for a test: memory storage and no initial rebalance delay (groups form as
 /// soon as their members have joined) unless `args` say otherwise.
 fn test_config(args: &[&str]) -> Config {
@@ -263,7 +275,14 @@ impl Client {
     pub async fn dispatch(&self, frame: BytesMut) -> Result<Option<Response>, ConnectionError> {
         let header = RequestHeader::parse(&frame)?;
         let (started, _) = oneshot::channel();
-        super::dispatch(self.shard.clone(), header, Rc::from(PEER), frame, started).await
+        super::dispatch(
+            self.shard.clone(),
+            header,
+            session(&self.shard),
+            frame,
+            started,
+        )
+        .await
     }
 
     /// One request: `Ok(None)` when no response is sent (acks=0), `Err` when the connection

@@ -320,9 +320,10 @@ fn produce_lets_the_connection_start_its_next_request_before_answering() {
             let (_, frame) = c.frame(9, &produce_request(-1, &[("t", p, one())]));
             let header = RequestHeader::parse(&frame).expect("header");
             let (tx, mut rx) = oneshot::channel();
-            let out = crate::api::dispatch(c.shard.clone(), header, Rc::from(PEER), frame, tx)
-                .await
-                .expect("answered");
+            let out =
+                crate::api::dispatch(c.shard.clone(), header, super::session(&c.shard), frame, tx)
+                    .await
+                    .expect("answered");
             assert!(out.is_some());
             assert_eq!(
                 rx.try_recv(),

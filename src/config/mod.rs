@@ -8,20 +8,15 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
+pub mod listeners;
+
+use listeners::{parse_endpoints, parse_protocol_map, EndpointList, ProtocolMap};
+pub use listeners::{Listener, SecurityProtocol};
+
 /// Largest read issued on a connection whose current frame is small (and the usual size of
 /// its read buffer): big enough for many pipelined requests per syscall. Defined here, not in
 /// `server`, because [`Config::check_request_budget`] sizes the request budget against it.
 pub const READ_CHUNK: usize = 64 * 1024;
-
-/// What clients speak on a listener (Kafka's security protocols; SASL ones to come).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum SecurityProtocol {
-    /// Kafka's protocol straight over TCP.
-    Plaintext,
-    /// Kafka's protocol over TLS.
-    Ssl,
-}
 
 /// Where partition data lives besides the in-core batch cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -97,6 +92,26 @@ pub struct Config {
     #[arg(long, value_enum, default_value = "PLAINTEXT", ignore_case = true)]
     pub security_protocol: SecurityProtocol,
 
+    /// Named listeners, as Kafka's `listeners`: "NAME://HOST:PORT,..." (empty HOST: every
+    /// interface). A name that is not a security protocol takes its protocol from
+    /// --listener-security-protocol-map. Replaces --listen, --security-protocol,
+    /// --advertised-host and --advertised-port; the first listener is the default one.
+    #[arg(long, value_parser = parse_endpoints,
+        conflicts_with_all = ["listen", "security_protocol", "advertised_host", "advertised_port"])]
+    pub listeners: Option<EndpointList>,
+
+    /// What clients are told to connect to, per listener: "NAME://HOST:PORT,..." (as
+    /// Kafka's `advertised.listeners`). A listener left out advertises its bind address
+    /// (127.0.0.1 for every interface).
+    #[arg(long, value_parser = parse_endpoints)]
+    pub advertised_listeners: Option<EndpointList>,
+
+    /// Security protocol of each named listener: "NAME:PROTOCOL,..." with PLAINTEXT or SSL
+    /// (as Kafka's `listener.security.protocol.map`). A listener named after a protocol
+    /// needs no entry.
+    #[arg(long, value_parser = parse_protocol_map)]
+    pub listener_security_protocol_map: Option<ProtocolMap>,
+
     /// PEM file with the listener's certificate chain (leaf first), for SSL.
     #[arg(long)]
     pub ssl_certificate_file: Option<std::path::PathBuf>,
@@ -111,7 +126,7 @@ pub struct Config {
     pub ssl_client_ca_file: Option<std::path::PathBuf>,
 
     /// First per-shard port with `--advertise-shards`: shard i listens on (and advertises)
-    /// this + i. Default: the listen port + 1.
+    /// this + i. Default: the listen port + 1 (each further listener: its port + 1).
     #[arg(long)]
     pub shard_base_port: Option<u16>,
 
@@ -282,16 +297,27 @@ impl Config {
         i32::from(self.advertised_port.unwrap_or(self.listen.port()))
     }
 
-    /// The first shard port with `--advertise-shards` (may pass 65535; see
-    /// [`Config::check_shard_ports`]).
-    fn shard_base(&self) -> u32 {
-        self.shard_base_port
-            .map_or(u32::from(self.listen.port()) + 1, u32::from)
+    /// The listeners to bind, the default one first; an error names what is wrong with the
+    /// listener flags.
+    pub fn listeners(&self) -> Result<Vec<Listener>, String> {
+        listeners::resolve(self)
     }
 
-    /// The own port of shard `shard` with `--advertise-shards` (listened on and advertised).
-    pub fn shard_port(&self, shard: usize) -> u16 {
-        u16::try_from(self.shard_base() + shard as u32).unwrap_or(u16::MAX)
+    /// Records the ports the listeners were actually bound on (port 0 picks one at start-up),
+    /// in [`Config::listeners`] order.
+    pub fn set_bound_ports(&mut self, ports: &[u16]) {
+        match &mut self.listeners {
+            None => {
+                if let Some(&p) = ports.first() {
+                    self.listen.set_port(p);
+                }
+            }
+            Some(list) => {
+                for (e, &p) in list.0.iter_mut().zip(ports) {
+                    e.port = p;
+                }
+            }
+        }
     }
 
     /// Whether the request memory budget can hold the largest request (with one read chunk):
@@ -307,13 +333,33 @@ impl Config {
         Ok(())
     }
 
-    /// Whether `shards` shard ports fit below 65536.
-    pub fn check_shard_ports(&self, shards: usize) -> Result<(), String> {
-        let (first, last) = (self.shard_base(), self.shard_base() + shards as u32 - 1);
-        if last > u32::from(u16::MAX) {
-            return Err(format!(
-                "--advertise-shards: shard ports {first}-{last} pass 65535"
-            ));
+    /// Whether every port the listeners bind for `shards` shards (their own, and with
+    /// `--advertise-shards` one per shard each) is below 65536 and bound once.
+    pub fn check_ports(&self, shards: usize) -> Result<(), String> {
+        let mut seen = std::collections::HashMap::new();
+        for l in self.listeners()? {
+            let mut ports = vec![(u32::from(l.bind.port()), "its port".to_string())];
+            if self.advertise_shards {
+                let (first, last) = (l.shard_base, l.shard_base + shards as u32 - 1);
+                if last > u32::from(u16::MAX) {
+                    return Err(format!(
+                        "--advertise-shards: listener {}'s shard ports {first}-{last} pass 65535",
+                        l.name
+                    ));
+                }
+                ports.extend(
+                    (0..shards).map(|s| (l.shard_base + s as u32, format!("shard {s}'s port"))),
+                );
+            }
+            for (port, what) in ports {
+                if port == 0 {
+                    continue;
+                }
+                let here = format!("listener {}'s {what}", l.name);
+                if let Some(before) = seen.insert((l.bind.ip(), port), here.clone()) {
+                    return Err(format!("port {port} is both {before} and {here}"));
+                }
+            }
         }
         Ok(())
     }
