@@ -45,6 +45,14 @@ MESSAGES = [
     ("INCREMENTAL_ALTER_CONFIGS", "IncrementalAlterConfigsRequest"),
     ("OFFSET_DELETE", "OffsetDeleteRequest"),
     ("DESCRIBE_CLUSTER", "DescribeClusterRequest"),
+    ("SASL_HANDSHAKE", "SaslHandshakeRequest"),
+    ("SASL_AUTHENTICATE", "SaslAuthenticateRequest"),
+    ("DESCRIBE_USER_SCRAM_CREDENTIALS", "DescribeUserScramCredentialsRequest"),
+    ("ALTER_USER_SCRAM_CREDENTIALS", "AlterUserScramCredentialsRequest"),
+    ("DESCRIBE_CLIENT_QUOTAS", "DescribeClientQuotasRequest"),
+    ("DESCRIBE_ACLS", "DescribeAclsRequest"),
+    ("CREATE_ACLS", "CreateAclsRequest"),
+    ("DELETE_ACLS", "DeleteAclsRequest"),
     ("CONSUMER_PROTOCOL_SUBSCRIPTION", "ConsumerProtocolSubscription"),
 ]
 

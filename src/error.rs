@@ -51,6 +51,24 @@ pub mod code {
     pub const REBALANCE_IN_PROGRESS: i16 = 27;
     /// A request version Kelp does not serve (ApiVersions answers it in v0, KIP-511).
     pub const UNSUPPORTED_VERSION: i16 = 35;
+    /// The principal may not do this to the topic.
+    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    /// The principal may not do this to the group.
+    pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+    /// The principal may not do this to the cluster.
+    pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+    /// A SASL mechanism the broker does not enable.
+    pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+    /// A SASL request out of order.
+    pub const ILLEGAL_SASL_STATE: i16 = 34;
+    /// Wrong credentials, or a SASL exchange that failed.
+    pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
+    /// Something named (a user's credentials) does not exist.
+    pub const RESOURCE_NOT_FOUND: i16 = 91;
+    /// The same resource twice in one request.
+    pub const DUPLICATE_RESOURCE: i16 = 92;
+    /// A credential the broker does not accept (iterations, salt).
+    pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
     /// CreateTopics for a name already taken.
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     /// A partition count below 1.
@@ -254,6 +272,25 @@ pub enum KelpError {
     /// Refused by policy, e.g. an operation the storage engine cannot do.
     #[error("not allowed: {0}")]
     PolicyViolation(String),
+    /// A SASL mechanism not in `--sasl-enabled-mechanisms` (the name asked for).
+    #[error("unsupported SASL mechanism {0}")]
+    UnsupportedSaslMechanism(String),
+    /// A SASL request out of order (the message says which).
+    #[error("illegal SASL state: {0}")]
+    IllegalSaslState(String),
+    /// Authentication failed; the message is what the client is told (never which part
+    /// was wrong).
+    #[error("{0}")]
+    SaslAuthenticationFailed(String),
+    /// A named resource (a user's SCRAM credential) that does not exist.
+    #[error("{0}")]
+    ResourceNotFound(String),
+    /// A resource named twice in one request.
+    #[error("{0}")]
+    DuplicateResource(String),
+    /// A SCRAM credential outside what the broker accepts.
+    #[error("{0}")]
+    UnacceptableCredential(String),
 }
 
 impl KelpError {
@@ -299,6 +336,12 @@ impl KelpError {
             InvalidProducerEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
             Storage(_) | StorageUnavailable(_) => code::KAFKA_STORAGE_ERROR,
             PolicyViolation(_) => code::POLICY_VIOLATION,
+            UnsupportedSaslMechanism(_) => code::UNSUPPORTED_SASL_MECHANISM,
+            IllegalSaslState(_) => code::ILLEGAL_SASL_STATE,
+            SaslAuthenticationFailed(_) => code::SASL_AUTHENTICATION_FAILED,
+            ResourceNotFound(_) => code::RESOURCE_NOT_FOUND,
+            DuplicateResource(_) => code::DUPLICATE_RESOURCE,
+            UnacceptableCredential(_) => code::UNACCEPTABLE_CREDENTIAL,
         }
     }
 
@@ -342,6 +385,10 @@ pub enum ConnectionError {
     /// A version of a served api Kelp does not serve (api key, version).
     #[error("unsupported version {1} of api key {0}")]
     UnsupportedVersion(i16, i16),
+    /// A request a SASL listener may not serve before (re-)authentication, or after a failed
+    /// one; Kafka closes the connection too.
+    #[error("not authenticated: {0}")]
+    Unauthenticated(String),
 }
 
 #[cfg(test)]

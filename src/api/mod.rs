@@ -3,14 +3,17 @@
 //! [`dispatch`] turns one request frame into at most one response. Handlers read the shared
 //! metadata snapshot through the shard and run partition work through [`Shard::scatter`].
 
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_user_scram_credentials;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -26,6 +29,8 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 
 #[cfg(test)]
@@ -98,6 +103,11 @@ pub async fn dispatch(
         session,
         started: Cell::new(Some(started)),
     };
+    // A SASL listener serves nothing but the handshake before authentication (and after it
+    // ran out); Kafka closes such connections too.
+    ctx.session
+        .admit(ctx.header.api_key, std::time::Instant::now())
+        .map_err(ConnectionError::Unauthenticated)?;
     // KIP-511: an ApiVersions request of a version Kelp does not know is still answered.
     if !ctx.header.version_supported() && ctx.header.api_key == key::API_VERSIONS {
         return api_versions::unsupported(&ctx).map(Some);
@@ -134,6 +144,15 @@ pub async fn dispatch(
         Request::OffsetCommit(r) => offset_commit::handle(&ctx, r).await.map(Some),
         Request::OffsetFetch(r) => offset_fetch::handle(&ctx, r).await.map(Some),
         Request::OffsetDelete(r) => offset_delete::handle(&ctx, r).await.map(Some),
+        Request::SaslHandshake(r) => sasl_handshake::handle(&ctx, r).map(Some),
+        Request::SaslAuthenticate(r) => sasl_authenticate::handle(&ctx, r).map(Some),
+        Request::DescribeClientQuotas(r) => describe_client_quotas::handle(&ctx, r).map(Some),
+        Request::DescribeUserScramCredentials(r) => {
+            describe_user_scram_credentials::handle(&ctx, r).map(Some)
+        }
+        Request::AlterUserScramCredentials(r) => alter_user_scram_credentials::handle(&ctx, r)
+            .await
+            .map(Some),
     }
 }
 

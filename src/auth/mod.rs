@@ -1,11 +1,41 @@
-//! Who is on a connection: the listener it came in on and the client's address, read by the
-//! request handlers (Metadata answers with that listener's addresses). Built by the
-//! connection once per accepted socket; calls nothing.
+//! Who is on a connection: the listener it came in on, the client's address, and on SASL
+//! listeners where its authentication stands (KIP-368 re-authentication included). Owns the
+//! SCRAM credentials ([`credentials`]), their derivation ([`scram`]) and the SASL exchanges
+//! ([`sasl`]). The connection builds a [`Session`] per accepted socket and asks it which
+//! requests it may serve; the SaslHandshake and SaslAuthenticate handlers move it on.
 
+pub mod credentials;
+pub mod sasl;
+pub mod scram;
+
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::config::Listener;
+use crate::protocol::versions::key;
+use sasl::{Exchange, Sasl, SaslMechanism};
+
+/// Where a SASL connection's exchange stands.
+#[derive(Debug)]
+enum Phase {
+    /// No exchange under way: a SaslHandshake may start one.
+    Idle,
+    /// Handshake done: the next SaslAuthenticate starts this mechanism.
+    Chosen(SaslMechanism),
+    /// Messages going back and forth.
+    Exchanging(Exchange),
+}
+
+/// A finished authentication.
+#[derive(Debug, Clone)]
+struct Authenticated {
+    user: String,
+    mechanism: SaslMechanism,
+    /// When it runs out (KIP-368), if `--connections-max-reauth-ms` is set.
+    until: Option<Instant>,
+}
 
 /// One client connection as the handlers see it.
 #[derive(Debug)]
@@ -14,14 +44,155 @@ pub struct Session {
     pub peer: Rc<str>,
     /// The listener the connection came in on.
     pub listener: Arc<Listener>,
+    /// SASL, on SASL_PLAINTEXT and SASL_SSL listeners.
+    sasl: Option<Arc<Sasl>>,
+    phase: RefCell<Phase>,
+    authenticated: RefCell<Option<Authenticated>>,
+    /// Set when the connection must close once the responses so far are written (a failed
+    /// authentication).
+    closing: Cell<bool>,
+}
+
+/// What a SaslAuthenticate step ends with, for its response.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AuthStep {
+    /// More to come: send these bytes.
+    Continue(Vec<u8>),
+    /// Authenticated: send these bytes, valid this long (0: the connection's life).
+    Done(Vec<u8>, Duration),
+    /// Failed: the error response, then the connection closes.
+    Failed,
 }
 
 impl Session {
-    /// A session for a connection from `peer` on `listener`.
-    pub fn new(peer: &str, listener: Arc<Listener>) -> Self {
+    /// A session for a connection from `peer` on `listener`; `sasl` is used when the
+    /// listener's protocol asks for SASL.
+    pub fn new(peer: &str, listener: Arc<Listener>, sasl: Option<Arc<Sasl>>) -> Self {
+        let sasl = sasl.filter(|_| listener.protocol.sasl());
         Session {
             peer: Rc::from(peer),
             listener,
+            sasl,
+            phase: RefCell::new(Phase::Idle),
+            authenticated: RefCell::new(None),
+            closing: Cell::new(false),
+        }
+    }
+
+    /// The principal requests run as: `User:<name>` once authenticated with SASL,
+    /// `User:ANONYMOUS` otherwise (Kafka's names).
+    pub fn principal(&self) -> String {
+        match &*self.authenticated.borrow() {
+            Some(a) => format!("User:{}", a.user),
+            None => "User:ANONYMOUS".into(),
+        }
+    }
+
+    /// Whether the connection must close once its responses so far are written.
+    pub fn closing(&self) -> bool {
+        self.closing.get()
+    }
+
+    /// Whether a request of `api_key` may be served now; Err says why not (the connection
+    /// is then closed, as Kafka does).
+    pub fn admit(&self, api_key: i16, now: Instant) -> Result<(), String> {
+        if self.sasl.is_none() || api_key == key::API_VERSIONS {
+            return Ok(());
+        }
+        let phase_idle = matches!(*self.phase.borrow(), Phase::Idle);
+        match api_key {
+            key::SASL_HANDSHAKE if phase_idle => Ok(()),
+            key::SASL_HANDSHAKE => Err("SaslHandshake in the middle of an exchange".into()),
+            key::SASL_AUTHENTICATE if !phase_idle => Ok(()),
+            key::SASL_AUTHENTICATE => Err("SaslAuthenticate before SaslHandshake".into()),
+            _ => match &*self.authenticated.borrow() {
+                None => Err("a request before SASL authentication".into()),
+                Some(a) if a.until.is_some_and(|u| now >= u) => Err(format!(
+                    "the authentication of {} ran out (--connections-max-reauth-ms) without re-authentication",
+                    a.user
+                )),
+                Some(_) => Ok(()),
+            },
+        }
+    }
+
+    /// SaslHandshake: the enabled mechanisms, and whether `mechanism` is one of them (then
+    /// the next SaslAuthenticate runs it; otherwise the connection closes after the answer).
+    pub fn handshake(&self, mechanism: &str) -> (Vec<&'static str>, bool) {
+        let Some(sasl) = &self.sasl else {
+            // Not a SASL listener: Kafka answers ILLEGAL_SASL_STATE; no mechanism is usable.
+            self.closing.set(true);
+            return (Vec::new(), false);
+        };
+        let names = sasl.enabled_names();
+        match sasl.enabled(mechanism) {
+            Some(m) => {
+                *self.phase.borrow_mut() = Phase::Chosen(m);
+                (names, true)
+            }
+            None => {
+                self.closing.set(true);
+                (names, false)
+            }
+        }
+    }
+
+    /// Whether this connection speaks SASL (its listener asks for it).
+    pub fn uses_sasl(&self) -> bool {
+        self.sasl.is_some()
+    }
+
+    /// SaslAuthenticate: the client's next message. A re-authentication (KIP-368) must be
+    /// the same user with the same mechanism.
+    pub fn authenticate(&self, msg: &[u8], reauth: Duration, now: Instant) -> AuthStep {
+        let Some(sasl) = &self.sasl else {
+            self.closing.set(true);
+            return AuthStep::Failed;
+        };
+        let mut phase = self.phase.borrow_mut();
+        if let Phase::Chosen(m) = *phase {
+            match sasl.start(m) {
+                Ok(x) => *phase = Phase::Exchanging(x),
+                Err(e) => {
+                    tracing::warn!(peer = %self.peer, mechanism = m.name(), error = %e, "cannot start a SASL exchange");
+                    self.closing.set(true);
+                    return AuthStep::Failed;
+                }
+            }
+        }
+        let Phase::Exchanging(x) = &mut *phase else {
+            self.closing.set(true);
+            return AuthStep::Failed;
+        };
+        let mechanism = x.mechanism();
+        match x.step(msg) {
+            sasl::Step::Continue(out) => AuthStep::Continue(out),
+            sasl::Step::Authenticated { user, reply } => {
+                *phase = Phase::Idle;
+                let mut current = self.authenticated.borrow_mut();
+                if let Some(before) = &*current {
+                    if before.user != user || before.mechanism != mechanism {
+                        tracing::info!(peer = %self.peer, was = %before.user, now = %user,
+                            "SASL re-authentication as another user or mechanism refused");
+                        self.closing.set(true);
+                        return AuthStep::Failed;
+                    }
+                }
+                tracing::debug!(peer = %self.peer, %user, mechanism = mechanism.name(), "SASL authenticated");
+                *current = Some(Authenticated {
+                    user,
+                    mechanism,
+                    until: (!reauth.is_zero()).then(|| now + reauth),
+                });
+                AuthStep::Done(reply, reauth)
+            }
+            sasl::Step::Failed(why) => {
+                tracing::info!(peer = %self.peer, listener = %self.listener.name,
+                    mechanism = mechanism.name(), reason = %why, "SASL authentication failed; closing");
+                *phase = Phase::Idle;
+                self.closing.set(true);
+                AuthStep::Failed
+            }
         }
     }
 }

@@ -92,6 +92,8 @@ pub struct Cluster {
     pub auto_create: bool,
     /// Partition count of a topic created without one (`--default-partitions`).
     pub default_partitions: i32,
+    /// Every user's SCRAM credentials (SASL).
+    pub credentials: Arc<crate::auth::credentials::Credentials>,
     /// Where topic metadata is persisted (local storage); None keeps it in memory only.
     persist: Option<PathBuf>,
 }
@@ -138,6 +140,7 @@ impl Cluster {
             cluster_id: config.cluster_id.clone(),
             auto_create: config.auto_create_topics,
             default_partitions: config.default_partitions,
+            credentials: Arc::default(),
             persist: None,
         }
     }

@@ -17,6 +17,10 @@ pub enum SecurityProtocol {
     Plaintext,
     /// Kafka's protocol over TLS.
     Ssl,
+    /// SASL authentication first, then Kafka's protocol, over TCP.
+    SaslPlaintext,
+    /// SASL authentication first, then Kafka's protocol, over TLS.
+    SaslSsl,
 }
 
 impl SecurityProtocol {
@@ -25,12 +29,22 @@ impl SecurityProtocol {
         match self {
             SecurityProtocol::Plaintext => "PLAINTEXT",
             SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
         }
     }
 
     /// Whether connections start with a TLS handshake.
     pub fn tls(self) -> bool {
-        matches!(self, SecurityProtocol::Ssl)
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Whether clients must authenticate with SASL before anything else is served.
+    pub fn sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
     }
 }
 

@@ -86,9 +86,9 @@ pub struct Config {
     #[arg(long)]
     pub advertise_shards: bool,
 
-    /// What clients speak on the listener (and the shard ports): PLAINTEXT, or SSL (TLS 1.2
-    /// and 1.3 with --ssl-certificate-file and --ssl-key-file), as Kafka's listener
-    /// security protocols.
+    /// What clients speak on the listener (and the shard ports), as Kafka's listener security
+    /// protocols: PLAINTEXT, SSL (TLS 1.2 and 1.3 with --ssl-certificate-file and
+    /// --ssl-key-file), SASL_PLAINTEXT or SASL_SSL.
     #[arg(long, value_enum, default_value = "PLAINTEXT", ignore_case = true)]
     pub security_protocol: SecurityProtocol,
 
@@ -106,11 +106,32 @@ pub struct Config {
     #[arg(long, value_parser = parse_endpoints)]
     pub advertised_listeners: Option<EndpointList>,
 
-    /// Security protocol of each named listener: "NAME:PROTOCOL,..." with PLAINTEXT or SSL
+    /// Security protocol of each named listener: "NAME:PROTOCOL,..." with PLAINTEXT, SSL,
+    /// SASL_PLAINTEXT or SASL_SSL
     /// (as Kafka's `listener.security.protocol.map`). A listener named after a protocol
     /// needs no entry.
     #[arg(long, value_parser = parse_protocol_map)]
     pub listener_security_protocol_map: Option<ProtocolMap>,
+
+    /// SASL mechanisms clients of SASL_PLAINTEXT and SASL_SSL listeners may use, as Kafka's
+    /// `sasl.enabled.mechanisms`: any of SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (PLAIN checks
+    /// the password against the user's SCRAM credential).
+    #[arg(long, value_parser = parse_sasl_mechanisms,
+        default_value = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN")]
+    pub sasl_enabled_mechanisms: SaslMechanisms,
+
+    /// File of `USER:PASSWORD` lines: each user without SCRAM credentials yet gets
+    /// SCRAM-SHA-256 and SCRAM-SHA-512 ones at start-up (the first admin, before anyone can
+    /// run `kafka-configs --alter --entity-type users`). Users that exist are left alone.
+    #[arg(long)]
+    pub sasl_bootstrap_users: Option<PathBuf>,
+
+    /// Longest a SASL authentication holds (KIP-368, Kafka's `connections.max.reauth.ms`):
+    /// clients re-authenticate on the same connection before it runs out, and a connection
+    /// that did not gets no further request served. 0: authenticated for the connection's
+    /// life.
+    #[arg(long, default_value_t = 0)]
+    pub connections_max_reauth_ms: u64,
 
     /// PEM file with the listener's certificate chain (leaf first), for SSL.
     #[arg(long)]
@@ -363,6 +384,33 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A parsed `--sasl-enabled-mechanisms`: names of mechanisms Kelp serves. A newtype, because
+/// clap reads a bare `Vec` field as a repeated flag rather than one value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslMechanisms(pub Vec<String>);
+
+/// The SASL mechanisms Kelp can serve.
+pub const SASL_MECHANISMS: [&str; 3] = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"];
+
+fn parse_sasl_mechanisms(s: &str) -> Result<SaslMechanisms, String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if !SASL_MECHANISMS.contains(&name) {
+            return Err(format!(
+                "unsupported SASL mechanism '{name}': use {}",
+                SASL_MECHANISMS.join(", ")
+            ));
+        }
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    }
+    if out.is_empty() {
+        return Err("no SASL mechanism given".into());
+    }
+    Ok(SaslMechanisms(out))
 }
 
 /// Checks `--cluster-id`: it names filer paths and lock names, so no separators.

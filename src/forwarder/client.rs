@@ -496,6 +496,17 @@ impl Forwarder {
             } => spawn(async move {
                 let _ = reply.send(me.set_topic_configs(&name, &configs).await);
             }),
+            Command::Records { space, reply } => spawn(async move {
+                let _ = reply.send(me.records(&space).await);
+            }),
+            Command::PutRecord {
+                space,
+                name,
+                value,
+                reply,
+            } => spawn(async move {
+                let _ = reply.send(me.put_record(&space, &name, value).await);
+            }),
             Command::LookupTopic { name, reply } => spawn(async move {
                 let _ = reply.send(me.lookup_topic(&name).await);
             }),

@@ -10,6 +10,7 @@
 //! offsets on the filer ([`client`]). It calls `cluster/` to publish topics it finds.
 
 pub mod client;
+pub mod cluster_records;
 pub mod envelope;
 pub mod filer_log;
 pub mod filer_offsets;
@@ -37,6 +38,9 @@ use crate::config::Config;
 use crate::error::KelpError;
 use crate::group::offsets::{CommittedOffset, TopicPartition};
 use crate::metrics::ForwarderStats;
+
+/// Record files of one space: (file name, contents).
+pub type RecordFiles = Vec<(String, Vec<u8>)>;
 
 /// Capacity of the shard → forwarder command channel.
 const COMMAND_QUEUE: usize = 4096;
@@ -136,6 +140,18 @@ pub enum Command {
     SetTopicConfigs {
         name: String,
         configs: std::collections::BTreeMap<String, String>,
+        reply: oneshot::Sender<Result<(), KelpError>>,
+    },
+    /// Read a space of cluster-wide records ([`ForwarderHandle::records`]).
+    Records {
+        space: String,
+        reply: oneshot::Sender<Result<RecordFiles, KelpError>>,
+    },
+    /// Write or delete one record ([`ForwarderHandle::put_record`]).
+    PutRecord {
+        space: String,
+        name: String,
+        value: Option<Vec<u8>>,
         reply: oneshot::Sender<Result<(), KelpError>>,
     },
     /// Find `kafka/<name>` ([`ForwarderHandle::lookup_topic`]).
@@ -367,6 +383,32 @@ impl ForwarderHandle {
         self.call(|reply| Command::SetTopicConfigs {
             name: name.to_string(),
             configs,
+            reply,
+        })
+        .await
+    }
+
+    /// Every record file of `space` (name, contents), from this cluster's directory on the
+    /// filer.
+    pub async fn records(&self, space: &str) -> Result<RecordFiles, KelpError> {
+        self.call(|reply| Command::Records {
+            space: space.to_string(),
+            reply,
+        })
+        .await
+    }
+
+    /// Writes (`Some`) or deletes (`None`) the record file `name` of `space` on the filer.
+    pub async fn put_record(
+        &self,
+        space: &str,
+        name: &str,
+        value: Option<Vec<u8>>,
+    ) -> Result<(), KelpError> {
+        self.call(|reply| Command::PutRecord {
+            space: space.to_string(),
+            name: name.to_string(),
+            value,
             reply,
         })
         .await

@@ -1,5 +1,6 @@
-//! Durable topic metadata: `<data-dir>/meta/topics.json`, names, ids, partition counts and
-//! config overrides of every topic.
+//! Durable metadata: `<data-dir>/meta/topics.json`, names, ids, partition counts and
+//! config overrides of every topic; and `<data-dir>/meta/<space>/`, small keyed records
+//! (SCRAM credentials, ACLs), a file each.
 //!
 //! Rewritten whole on every change (topics change rarely) through a temp file, fsync,
 //! rename and directory fsync, so a crash leaves either the old or the new file. Called by
@@ -57,22 +58,82 @@ pub fn load(path: &Path) -> Result<Vec<StoredTopic>, LogError> {
 
 /// Replaces the stored topics atomically.
 pub fn save(path: &Path, topics: Vec<StoredTopic>) -> Result<(), LogError> {
-    let err = |e: std::io::Error| LogError::Write(format!("{}: {e}", path.display()));
     let body = serde_json::to_vec_pretty(&TopicsFile { version: 1, topics })
         .map_err(|e| LogError::Write(e.to_string()))?;
-    let tmp = path.with_extension("json.tmp");
+    write_atomic(path, &body)
+}
+
+/// Replaces `path` with `body`: temp file, fsync, rename, directory fsync.
+fn write_atomic(path: &Path, body: &[u8]) -> Result<(), LogError> {
+    let err = |e: std::io::Error| LogError::Write(format!("{}: {e}", path.display()));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
     {
         let mut f = std::fs::File::create(&tmp).map_err(err)?;
-        f.write_all(&body).map_err(err)?;
+        f.write_all(body).map_err(err)?;
         f.sync_all().map_err(err)?;
     }
     std::fs::rename(&tmp, path).map_err(err)?;
+    sync_parent(path)
+}
+
+fn sync_parent(path: &Path) -> Result<(), LogError> {
     if let Some(dir) = path.parent() {
         std::fs::File::open(dir)
             .and_then(|d| d.sync_all())
-            .map_err(err)?;
+            .map_err(|e| LogError::Write(format!("{}: {e}", dir.display())))?;
     }
     Ok(())
+}
+
+/// Directory of the records of `space` (SCRAM credentials, ACLs) under a data directory:
+/// one file per record.
+pub fn records_dir(data_dir: &Path, space: &str) -> PathBuf {
+    super::meta_dir(data_dir).join(space)
+}
+
+/// Every record in `dir` (none when it does not exist) by file name, but for the files
+/// `name_ok` refuses (a crash's temp file).
+pub fn list_records(
+    dir: &Path,
+    name_ok: impl Fn(&str) -> bool,
+) -> Result<Vec<(String, Vec<u8>)>, LogError> {
+    let err = |e: std::io::Error| LogError::Recovery(format!("{}: {e}", dir.display()));
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(err(e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(err)?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if name_ok(&name) {
+            out.push((name, std::fs::read(entry.path()).map_err(err)?));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Writes (`Some`) or deletes (`None`) the record file `name` in `dir`, durably.
+pub fn put_record(dir: &Path, name: &str, value: Option<&[u8]>) -> Result<(), LogError> {
+    let path = dir.join(name);
+    match value {
+        Some(body) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| LogError::Write(format!("{}: {e}", dir.display())))?;
+            write_atomic(&path, body)
+        }
+        None => match std::fs::remove_file(&path) {
+            Ok(()) => sync_parent(&path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(LogError::Write(format!("{}: {e}", path.display()))),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -95,6 +156,28 @@ mod tests {
         assert_eq!(load(&path).unwrap(), vec![t]);
         std::fs::write(&path, b"{not json").unwrap();
         assert!(load(&path).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn records_a_file_each() {
+        let dir = std::env::temp_dir().join(format!("kelp-records-{}", Uuid::new_v4()));
+        let ok = |n: &str| !n.ends_with(".tmp");
+        assert!(list_records(&dir, ok).unwrap().is_empty());
+        put_record(&dir, "alice", Some(b"1")).unwrap();
+        put_record(&dir, "bob", Some(b"2")).unwrap();
+        put_record(&dir, "bob", Some(b"3")).unwrap();
+        std::fs::write(dir.join("bob.tmp"), b"crash").unwrap();
+        assert_eq!(
+            list_records(&dir, ok).unwrap(),
+            vec![
+                ("alice".into(), b"1".to_vec()),
+                ("bob".into(), b"3".to_vec())
+            ]
+        );
+        put_record(&dir, "bob", None).unwrap();
+        put_record(&dir, "nobody", None).unwrap();
+        assert_eq!(list_records(&dir, ok).unwrap().len(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

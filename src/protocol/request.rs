@@ -8,6 +8,10 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, DescribeClientQuotasRequest,
+    DescribeUserScramCredentialsRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
+use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
     DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
@@ -76,6 +80,11 @@ requests! {
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest) = INCREMENTAL_ALTER_CONFIGS,
     OffsetDelete(OffsetDeleteRequest) = OFFSET_DELETE,
     DescribeCluster(DescribeClusterRequest) = DESCRIBE_CLUSTER,
+    SaslHandshake(SaslHandshakeRequest) = SASL_HANDSHAKE,
+    SaslAuthenticate(SaslAuthenticateRequest) = SASL_AUTHENTICATE,
+    DescribeClientQuotas(DescribeClientQuotasRequest) = DESCRIBE_CLIENT_QUOTAS,
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest) = DESCRIBE_USER_SCRAM_CREDENTIALS,
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest) = ALTER_USER_SCRAM_CREDENTIALS,
 }
 
 /// Parses a whole request frame (without its length prefix), as a connection does.

@@ -65,6 +65,16 @@ pub mod key {
     pub const DELETE_RECORDS: i16 = 21;
     /// IncrementalAlterConfigs: change topic configs.
     pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
+    /// SaslHandshake: choose the SASL mechanism of a SASL listener's connection.
+    pub const SASL_HANDSHAKE: i16 = 17;
+    /// SaslAuthenticate: one SASL message each way.
+    pub const SASL_AUTHENTICATE: i16 = 36;
+    /// DescribeUserScramCredentials: which users have which SCRAM credentials.
+    pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
+    /// DescribeClientQuotas: the client quotas (Kelp sets none).
+    pub const DESCRIBE_CLIENT_QUOTAS: i16 = 48;
+    /// AlterUserScramCredentials: set or delete users' SCRAM credentials.
+    pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
 }
 
 /// Everything ApiVersions advertises, in api key order. Minimums follow Kafka 4 (KIP-896
@@ -238,6 +248,42 @@ pub const SUPPORTED: &[ApiSupport] = &[
         min: 0,
         max: 1,
         first_flexible: 1,
+    },
+    // v0 (raw SASL tokens after the handshake) left with Kafka 4 (KIP-896).
+    ApiSupport {
+        key: key::SASL_HANDSHAKE,
+        name: "SaslHandshake",
+        min: 1,
+        max: 1,
+        first_flexible: 2,
+    },
+    ApiSupport {
+        key: key::SASL_AUTHENTICATE,
+        name: "SaslAuthenticate",
+        min: 0,
+        max: 2,
+        first_flexible: 2,
+    },
+    ApiSupport {
+        key: key::DESCRIBE_CLIENT_QUOTAS,
+        name: "DescribeClientQuotas",
+        min: 0,
+        max: 1,
+        first_flexible: 1,
+    },
+    ApiSupport {
+        key: key::DESCRIBE_USER_SCRAM_CREDENTIALS,
+        name: "DescribeUserScramCredentials",
+        min: 0,
+        max: 0,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::ALTER_USER_SCRAM_CREDENTIALS,
+        name: "AlterUserScramCredentials",
+        min: 0,
+        max: 0,
+        first_flexible: 0,
     },
 ];
 

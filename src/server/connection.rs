@@ -25,6 +25,7 @@ use glommio::net::TcpListener;
 use super::budget::{Lease, RequestMemory, IDLE_CHUNK};
 use super::wire::Wire;
 use crate::api;
+use crate::auth::sasl::Sasl;
 use crate::auth::Session;
 use crate::config::Listener;
 use crate::config::READ_CHUNK;
@@ -62,6 +63,7 @@ pub async fn accept_loop(
     memory: Arc<RequestMemory>,
     listener: Arc<Listener>,
     tls: Option<TlsAcceptor>,
+    sasl: Arc<Sasl>,
 ) {
     let tls = tls.filter(|_| listener.protocol.tls());
     loop {
@@ -89,7 +91,7 @@ pub async fn accept_loop(
         let fd = std::os::unix::io::AsRawFd::as_raw_fd(&stream);
         OPEN.with(|o| o.borrow_mut().insert(fd));
         let (shard, memory, tls) = (shard.clone(), memory.clone(), tls.clone());
-        let session = Rc::new(Session::new(&peer, listener.clone()));
+        let session = Rc::new(Session::new(&peer, listener.clone(), Some(sasl.clone())));
         glommio::spawn_local(async move {
             shard.connections.set(shard.connections.get() + 1);
             shard.stats.connections.fetch_add(1, Ordering::Relaxed);
@@ -326,6 +328,13 @@ async fn serve_requests<W: Wire>(
     // When the connection last went idle (nothing in progress, nothing read since).
     let mut idle_since: Option<Instant> = None;
     loop {
+        if session.closing() {
+            // A failed authentication: its answer goes out, then nothing more is served.
+            drain(shard, stream, &mut in_flight).await?;
+            return Err(ConnectionError::Unauthenticated(
+                "SASL authentication failed".into(),
+            ));
+        }
         let need = if in_flight.len() < MAX_IN_FLIGHT {
             match rb.next_frame(max).await? {
                 Ok((frame, lease)) => {

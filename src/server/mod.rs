@@ -19,6 +19,7 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement, PoolPlacement};
 
+use crate::auth::sasl::Sasl;
 use crate::config::{Config, Listener};
 use crate::metrics::{self, Registry};
 use crate::shard::{Shard, ShardMsg};
@@ -132,9 +133,20 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
 
     // Certificates are read once, here: a bad file stops the start with its name.
     let tls = tls::acceptor(&config)?;
+    if config
+        .sasl_bootstrap_users
+        .as_ref()
+        .is_some_and(|p| !p.is_file())
+    {
+        bail!("--sasl-bootstrap-users: no such file");
+    }
     let config = Arc::new(config);
     // The one place the storage engine is chosen; nothing after this asks which one runs.
     let crate::storage::Storage { cluster, engine } = crate::storage::select(&config, cores.len())?;
+    let sasl = Arc::new(Sasl::new(
+        cluster.credentials.clone(),
+        &config.sasl_enabled_mechanisms.0,
+    )?);
     let mesh = MeshBuilder::<ShardMsg, _>::full(cores.len(), MESH_CHANNEL_SIZE);
     let registry = Arc::new(Registry::default());
     let request_memory = budget::RequestMemory::new(config.queued_max_request_bytes);
@@ -153,7 +165,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     let mut handles = Vec::with_capacity(cores.len());
     for &core in &cores {
         let memory = request_memory.clone();
-        let (registry, config, cluster, mesh, ready, engine, tls, listeners) = (
+        let (registry, config, cluster, mesh, ready, engine, tls, listeners, sasl) = (
             registry.clone(),
             config.clone(),
             cluster.clone(),
@@ -162,6 +174,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
             engine.clone(),
             tls.clone(),
             listeners.clone(),
+            sasl.clone(),
         );
         let pool = PoolPlacement::Custom(vec![
             CpuSet::online()
@@ -204,6 +217,15 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                     let _ = ready.send(Err(e));
                     return;
                 }
+                // Credentials are read (and the bootstrap users made) once, by the first
+                // shard; every shard waits for them before accepting a connection.
+                if shard.id == 0 {
+                    if let Err(e) = shard.load_credentials().await {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                }
+                shard.cluster.credentials.wait_loaded().await;
                 // Every listener's shared port, and with --advertise-shards its port for this
                 // shard.
                 let mut sockets = Vec::new();
@@ -236,8 +258,18 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 if let Some(every) = background.flush_every {
                     glommio::spawn_local(shard.clone().run_flush(every)).detach();
                 }
+                if let (Some(every), 0) = (background.records_every, shard.id) {
+                    glommio::spawn_local(shard.clone().run_records_refresh(every)).detach();
+                }
                 let accept = futures::future::join_all(sockets.into_iter().map(|(socket, l)| {
-                    connection::accept_loop(shard.clone(), socket, memory.clone(), l, tls.clone())
+                    connection::accept_loop(
+                        shard.clone(),
+                        socket,
+                        memory.clone(),
+                        l,
+                        tls.clone(),
+                        sasl.clone(),
+                    )
                 }));
                 futures::future::select(std::pin::pin!(accept), std::pin::pin!(shutdown::wait()))
                     .await;

@@ -55,7 +55,7 @@ fn appends_of_many_batches_stay_within_the_budget() {
                 senders,
                 0,
                 Rc::new(InMemoryOffsetStore::default()),
-                Arc::new(crate::storage::memory::MemoryEngine),
+                Arc::new(crate::storage::memory::MemoryEngine::default()),
             ));
             let mut high = 0;
             for round in 0..200 {

@@ -47,7 +47,7 @@ fn cross_core_calls_complete_without_repolling() {
                         senders,
                         me,
                         Rc::new(InMemoryOffsetStore::default()),
-                        Arc::new(crate::storage::memory::MemoryEngine),
+                        Arc::new(crate::storage::memory::MemoryEngine::default()),
                     ));
                     let peers = glommio::spawn_local(shard.clone().serve_peers(receivers));
                     if me == 0 {

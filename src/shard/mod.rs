@@ -10,6 +10,7 @@
 
 mod lead;
 pub mod ops;
+pub mod security;
 pub mod storage;
 pub mod topics;
 

@@ -338,6 +338,38 @@ impl Engine for LocalEngine {
                 FsyncPolicy::Interval(ms) => Some(Duration::from_millis(ms)),
                 _ => None,
             },
+            // Only this process writes them.
+            records_every: None,
         }
+    }
+
+    fn records<'a>(
+        &'a self,
+        space: &'a str,
+    ) -> LocalBoxFuture<'a, Result<crate::storage::Records, KelpError>> {
+        // Plain std::fs on the shard thread, as for topics.json: a few small files, read at
+        // start-up and written by admin requests only.
+        let dir = crate::log::meta::records_dir(&self.config.data_dir, space);
+        let found = crate::log::meta::list_records(&dir, |n| super::record_key(n).is_some())
+            .map(|all| {
+                all.into_iter()
+                    .filter_map(|(n, v)| Some((super::record_key(&n)?, v)))
+                    .collect()
+            })
+            .map_err(KelpError::from);
+        Box::pin(futures::future::ready(found))
+    }
+
+    fn put_record<'a>(
+        &'a self,
+        space: &'a str,
+        key: &'a str,
+        value: Option<Vec<u8>>,
+    ) -> LocalBoxFuture<'a, Result<(), KelpError>> {
+        let dir = crate::log::meta::records_dir(&self.config.data_dir, space);
+        Box::pin(futures::future::ready(
+            crate::log::meta::put_record(&dir, &super::record_file(key), value.as_deref())
+                .map_err(KelpError::from),
+        ))
     }
 }

@@ -15,8 +15,11 @@ use crate::error::KelpError;
 use crate::group::{InMemoryOffsetStore, OffsetStore};
 
 /// The memory engine.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct MemoryEngine;
+#[derive(Debug, Default)]
+pub struct MemoryEngine {
+    /// The cluster-wide records, for this process's life.
+    records: std::sync::Mutex<std::collections::BTreeMap<(String, String), Vec<u8>>>,
+}
 
 /// A partition with no storage behind its cache.
 #[derive(Debug, Default)]
@@ -83,5 +86,39 @@ impl Engine for MemoryEngine {
 
     fn pipelines_produce(&self) -> bool {
         true
+    }
+
+    fn records<'a>(
+        &'a self,
+        space: &'a str,
+    ) -> LocalBoxFuture<'a, Result<crate::storage::Records, KelpError>> {
+        let all = self
+            .records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let found = all
+            .iter()
+            .filter(|((s, _), _)| s == space)
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect();
+        Box::pin(ready(Ok(found)))
+    }
+
+    fn put_record<'a>(
+        &'a self,
+        space: &'a str,
+        key: &'a str,
+        value: Option<Vec<u8>>,
+    ) -> LocalBoxFuture<'a, Result<(), KelpError>> {
+        let mut all = self
+            .records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let k = (space.to_string(), key.to_string());
+        match value {
+            Some(v) => all.insert(k, v),
+            None => all.remove(&k),
+        };
+        Box::pin(ready(Ok(())))
     }
 }

@@ -97,6 +97,9 @@ pub struct Background {
     pub retention_every: Option<Duration>,
     /// Call [`PartitionStore::flush`] on every partition this often.
     pub flush_every: Option<Duration>,
+    /// Re-read the cluster-wide records ([`Engine::records`]) this often, for engines that
+    /// other Kelp nodes write to as well.
+    pub records_every: Option<Duration>,
 }
 
 /// The storage of one partition, held by its partition on the owning
@@ -257,6 +260,24 @@ pub trait Engine: Send + Sync {
         Box::pin(futures::future::ready(Ok(())))
     }
 
+    /// Every record of `space` (SCRAM credentials, ACLs: small, cluster-wide, rarely
+    /// changed), by key, where the engine keeps its data (the memory engine: in the process),
+    /// shared by every Kelp node over the same storage.
+    fn records<'a>(
+        &'a self,
+        space: &'a str,
+    ) -> LocalBoxFuture<'a, Result<crate::storage::Records, KelpError>>;
+
+    /// Stores (`Some`) or deletes (`None`) the record `key` of `space`, durably before the
+    /// future resolves. Records are written one by one, so writers of different keys never
+    /// overwrite each other's.
+    fn put_record<'a>(
+        &'a self,
+        space: &'a str,
+        key: &'a str,
+        value: Option<Vec<u8>>,
+    ) -> LocalBoxFuture<'a, Result<(), KelpError>>;
+
     /// Deletes a topic from the engine's catalog (its partitions' data goes with it).
     fn delete_topic<'a>(&'a self, name: &'a str) -> LocalBoxFuture<'a, Result<(), KelpError>> {
         let _ = name;
@@ -274,6 +295,30 @@ pub trait Engine: Send + Sync {
     }
 }
 
+/// Records of one space, by key ([`Engine::records`]).
+pub type Records = Vec<(String, Vec<u8>)>;
+
+/// The file name of the record `key` (keys are any string; file names hex): one codec for
+/// every engine that keeps records as files.
+pub fn record_file(key: &str) -> String {
+    key.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The key of the record file `name`; None for a file that is no record's.
+pub fn record_key(name: &str) -> Option<String> {
+    if !name.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes = (0..name.len())
+        .step_by(2)
+        .map(|i| {
+            name.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok()
+}
+
 /// The broker's storage: the engine and the topic metadata it starts from.
 pub struct Storage {
     /// The topic metadata (persisted where the engine keeps it).
@@ -288,11 +333,26 @@ pub fn select(config: &Arc<Config>, shards: usize) -> anyhow::Result<Storage> {
         StorageKind::Memory => {
             let cluster = Arc::new(Cluster::new(config, shards));
             Ok(Storage {
-                engine: Arc::new(memory::MemoryEngine),
+                engine: Arc::new(memory::MemoryEngine::default()),
                 cluster,
             })
         }
         StorageKind::Local => local::start(config.clone(), shards),
         StorageKind::Seaweedmq => seaweedmq::start(config.clone(), shards),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_keys_round_trip_through_file_names() {
+        for k in ["alice", "User:CN=a,O=b", "x/../y", "ünï", ""] {
+            assert_eq!(record_key(&record_file(k)).as_deref(), Some(k));
+        }
+        assert_eq!(record_key("abc"), None);
+        assert_eq!(record_key("zz"), None);
+        assert_eq!(record_key("626f62.tmp"), None);
     }
 }

@@ -59,6 +59,48 @@ def require(ok, what):
 _handed_out = set()
 
 
+CACHE = pathlib.Path(os.environ.get("KELP_CACHE", pathlib.Path.home() / ".cache/kelp"))
+# kafka-clients 4.x and its codecs (scripts/install-deps.sh).
+CLIENT_JARS = pathlib.Path(os.environ.get("KELP_JARS", CACHE / "jars/clients"))
+# The whole Apache Kafka (its CLI tools: kafka-configs, kafka-acls).
+KAFKA_JARS = CACHE / "jars/kafka"
+
+
+def java_round_trip(tmp_path, bootstrap, topic, n, config=None, timeout=600):
+    """Compiles tests/java/ClientRoundTrip.java and runs it against `bootstrap` (`config`: a
+    client properties file, e.g. TLS or SASL settings); returns the finished process."""
+    import glob
+    import shutil
+    require(shutil.which("java") is not None and shutil.which("javac") is not None, "java, javac")
+    jars = sorted(glob.glob(str(CLIENT_JARS / "*.jar")))
+    require(any("kafka-clients-4" in j for j in jars), f"kafka-clients 4.x jars in {CLIENT_JARS}")
+    cp = os.pathsep.join(jars)
+    classes = tmp_path / "classes"
+    classes.mkdir(exist_ok=True)
+    comp = subprocess.run(["javac", "-d", str(classes), "-cp", cp,
+                           str(ROOT / "tests/java/ClientRoundTrip.java")],
+                          capture_output=True, text=True, timeout=180)
+    assert comp.returncode == 0, f"javac failed:\n{comp.stdout}\n{comp.stderr}"
+    props = [f"-Dkelp.client.config={config}"] if config else []
+    return subprocess.run(
+        ["java", "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", *props,
+         "-cp", os.pathsep.join([str(classes), cp]), "ClientRoundTrip", bootstrap, topic, str(n)],
+        capture_output=True, text=True, timeout=timeout)
+
+
+def kafka_tool(main_class, *args, timeout=120):
+    """Runs one of Apache Kafka's CLI tools (e.g. kafka.admin.ConfigCommand, what
+    kafka-configs.sh runs) from the jars scripts/install-deps.sh fetched."""
+    import shutil
+    require(shutil.which("java") is not None, "java")
+    require(KAFKA_JARS.is_dir() and any(KAFKA_JARS.glob("kafka_2.13-*.jar")),
+            f"Apache Kafka jars in {KAFKA_JARS}")
+    log4j = CACHE / "jars/kafka-log4j2-tools.xml"
+    opts = [f"-Dlog4j2.configurationFile={log4j}"] if log4j.exists() else []
+    return subprocess.run(["java", "-Xmx256m", *opts, "-cp", str(KAFKA_JARS / "*"), main_class,
+                           *args], capture_output=True, text=True, timeout=timeout)
+
+
 def free_port():
     """A port free now that this run has not handed out before: the kernel may give the same
     ephemeral port to two binds in a row, and a Kelp whose listener and metrics port were

@@ -9,22 +9,16 @@ No consumer groups here: consumers use assign() from the beginning (confluent-ka
 group.id, which is set but never used: no subscribe, no commit).
 """
 
-import glob
-import os
-import pathlib
 import shutil
 import subprocess
-import tempfile
 import time
 import uuid
 
 import pytest
 
+import conftest
 from conftest import require
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CACHE = pathlib.Path(os.environ.get("KELP_CACHE", pathlib.Path.home() / ".cache/kelp"))
-JARS = pathlib.Path(os.environ.get("KELP_JARS", CACHE / "jars/clients"))
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PARTITIONS = 4
 BASE_TS = 1_700_000_000_000
@@ -258,23 +252,8 @@ def test_kcat_old_librdkafka(broker):
 # --------------------------------------------------------------------------------------------
 
 def test_java_client_round_trip(broker, tmp_path):
-    require(shutil.which("java") is not None and shutil.which("javac") is not None, "java, javac")
-    jars = sorted(glob.glob(str(JARS / "*.jar")))
-    require(any("kafka-clients-4" in j for j in jars), f"kafka-clients 4.x jars in {JARS}")
-    cp = os.pathsep.join(jars)
-    classes = tmp_path / "classes"
-    classes.mkdir()
-    comp = subprocess.run(["javac", "-d", str(classes), "-cp", cp,
-                           str(ROOT / "tests/java/ClientRoundTrip.java")],
-                          capture_output=True, text=True, timeout=180)
-    assert comp.returncode == 0, f"javac failed:\n{comp.stdout}\n{comp.stderr}"
     n = 2000
-    out = subprocess.run(
-        ["java", "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-         "-cp", os.pathsep.join([str(classes), cp]), "ClientRoundTrip",
-         broker.bootstrap, topic_name("java"), str(n)],
-        capture_output=True, text=True, timeout=600,
-    )
+    out = conftest.java_round_trip(tmp_path, broker.bootstrap, topic_name("java"), n)
     print(out.stdout)
     assert out.returncode == 0, \
         f"ClientRoundTrip exited {out.returncode}\nstdout:\n{out.stdout[-4000:]}\nstderr:\n{out.stderr[-6000:]}"

@@ -9,9 +9,7 @@ Each test starts its own Kelp (same storage as the pass)."""
 
 import datetime
 import functools
-import glob
 import os
-import pathlib
 import shutil
 import subprocess
 import time
@@ -185,26 +183,11 @@ def test_a_bad_certificate_file_stops_the_start_with_its_name(tmp_path):
 def test_java_client_over_tls(pki, sw, tmp_path):
     """The Java client (kafka-clients 4.x) over TLS: every codec round-trips, trusting the
     test CA from a PEM truststore (KIP-651)."""
-    require(shutil.which("java") is not None and shutil.which("javac") is not None, "java, javac")
-    root = pathlib.Path(__file__).resolve().parents[2]
-    jars = sorted(glob.glob(str(pathlib.Path(os.environ.get(
-        "KELP_JARS", pathlib.Path.home() / ".cache/kelp/jars/clients")) / "*.jar")))
-    require(any("kafka-clients-4" in j for j in jars), "kafka-clients 4.x jars")
-    cp = os.pathsep.join(jars)
-    classes = tmp_path / "classes"
-    classes.mkdir()
-    comp = subprocess.run(["javac", "-d", str(classes), "-cp", cp,
-                           str(root / "tests/java/ClientRoundTrip.java")],
-                          capture_output=True, text=True, timeout=180)
-    assert comp.returncode == 0, comp.stderr
     conf = tmp_path / "tls.properties"
     conf.write_text("security.protocol=SSL\nssl.truststore.type=PEM\n"
                     f"ssl.truststore.location={os.path.join(pki, 'ca.pem')}\n")
     with ssl_broker(pki, sw) as b:
-        out = subprocess.run(
-            ["java", "-Xmx512m", f"-Dkelp.client.config={conf}",
-             "-cp", os.pathsep.join([str(classes), cp]), "ClientRoundTrip",
-             b.bootstrap, f"tls-java-{uuid.uuid4().hex[:6]}", "500"],
-            capture_output=True, text=True, timeout=600)
+        out = conftest.java_round_trip(tmp_path, b.bootstrap, f"tls-java-{uuid.uuid4().hex[:6]}",
+                                       500, config=conf)
         assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-4000:]}"
         assert out.stdout.count(" 500") == 5, out.stdout

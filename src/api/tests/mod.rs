@@ -64,7 +64,16 @@ pub(crate) fn session(shard: &Shard) -> Rc<crate::auth::Session> {
         .into_iter()
         .next()
         .expect("a listener");
-    Rc::new(crate::auth::Session::new(PEER, Arc::new(listener)))
+    let sasl = crate::auth::sasl::Sasl::new(
+        shard.cluster.credentials.clone(),
+        &shard.config.sasl_enabled_mechanisms.0,
+    )
+    .expect("SASL");
+    Rc::new(crate::auth::Session::new(
+        PEER,
+        Arc::new(listener),
+        Some(Arc::new(sasl)),
+    ))
 }
 
 /// Broker flags for a test: memory storage and no initial rebalance delay (groups form as
@@ -94,7 +103,7 @@ pub(crate) async fn start_shard(
         senders,
         core,
         Rc::new(InMemoryOffsetStore::default()),
-        Arc::new(crate::storage::memory::MemoryEngine),
+        Arc::new(crate::storage::memory::MemoryEngine::default()),
     ));
     glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
     glommio::spawn_local(shard.clone().run_group_timers()).detach();

@@ -548,6 +548,146 @@ pub static DESCRIBE_CLUSTER: Message = Message {
     ],
 };
 
+/// `SaslHandshakeRequest` (valid versions 0-1, flexible none).
+pub static SASL_HANDSHAKE: Message = Message {
+    name: "SaslHandshakeRequest",
+    api_key: 17,
+    valid: V(0, 1),
+    flexible: V::NONE,
+    fields: &[f("Mechanism", Kind::String, V(0, MAX))],
+};
+
+/// `SaslAuthenticateRequest` (valid versions 0-2, flexible 2+).
+pub static SASL_AUTHENTICATE: Message = Message {
+    name: "SaslAuthenticateRequest",
+    api_key: 36,
+    valid: V(0, 2),
+    flexible: V(2, MAX),
+    fields: &[f("AuthBytes", Kind::Bytes, V(0, MAX))],
+};
+
+/// `DescribeUserScramCredentialsRequest` (valid versions 0, flexible 0+).
+pub static DESCRIBE_USER_SCRAM_CREDENTIALS: Message = Message {
+    name: "DescribeUserScramCredentialsRequest",
+    api_key: 50,
+    valid: V(0, 0),
+    flexible: V(0, MAX),
+    fields: &[f(
+        "Users",
+        Kind::Array(&Kind::Struct(&[f("Name", Kind::String, V(0, MAX))])),
+        V(0, MAX),
+    )
+    .nullable(V(0, MAX))],
+};
+
+/// `AlterUserScramCredentialsRequest` (valid versions 0, flexible 0+).
+pub static ALTER_USER_SCRAM_CREDENTIALS: Message = Message {
+    name: "AlterUserScramCredentialsRequest",
+    api_key: 51,
+    valid: V(0, 0),
+    flexible: V(0, MAX),
+    fields: &[
+        f(
+            "Deletions",
+            Kind::Array(&Kind::Struct(&[
+                f("Name", Kind::String, V(0, MAX)),
+                f("Mechanism", Kind::Int8, V(0, MAX)),
+            ])),
+            V(0, MAX),
+        ),
+        f(
+            "Upsertions",
+            Kind::Array(&Kind::Struct(&[
+                f("Name", Kind::String, V(0, MAX)),
+                f("Mechanism", Kind::Int8, V(0, MAX)),
+                f("Iterations", Kind::Int32, V(0, MAX)),
+                f("Salt", Kind::Bytes, V(0, MAX)),
+                f("SaltedPassword", Kind::Bytes, V(0, MAX)),
+            ])),
+            V(0, MAX),
+        ),
+    ],
+};
+
+/// `DescribeClientQuotasRequest` (valid versions 0-1, flexible 1+).
+pub static DESCRIBE_CLIENT_QUOTAS: Message = Message {
+    name: "DescribeClientQuotasRequest",
+    api_key: 48,
+    valid: V(0, 1),
+    flexible: V(1, MAX),
+    fields: &[
+        f(
+            "Components",
+            Kind::Array(&Kind::Struct(&[
+                f("EntityType", Kind::String, V(0, MAX)),
+                f("MatchType", Kind::Int8, V(0, MAX)),
+                f("Match", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+            ])),
+            V(0, MAX),
+        ),
+        f("Strict", Kind::Bool, V(0, MAX)),
+    ],
+};
+
+/// `DescribeAclsRequest` (valid versions 1-3, flexible 2+).
+pub static DESCRIBE_ACLS: Message = Message {
+    name: "DescribeAclsRequest",
+    api_key: 29,
+    valid: V(1, 3),
+    flexible: V(2, MAX),
+    fields: &[
+        f("ResourceTypeFilter", Kind::Int8, V(0, MAX)),
+        f("ResourceNameFilter", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+        f("PatternTypeFilter", Kind::Int8, V(1, MAX)),
+        f("PrincipalFilter", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+        f("HostFilter", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+        f("Operation", Kind::Int8, V(0, MAX)),
+        f("PermissionType", Kind::Int8, V(0, MAX)),
+    ],
+};
+
+/// `CreateAclsRequest` (valid versions 1-3, flexible 2+).
+pub static CREATE_ACLS: Message = Message {
+    name: "CreateAclsRequest",
+    api_key: 30,
+    valid: V(1, 3),
+    flexible: V(2, MAX),
+    fields: &[f(
+        "Creations",
+        Kind::Array(&Kind::Struct(&[
+            f("ResourceType", Kind::Int8, V(0, MAX)),
+            f("ResourceName", Kind::String, V(0, MAX)),
+            f("ResourcePatternType", Kind::Int8, V(1, MAX)),
+            f("Principal", Kind::String, V(0, MAX)),
+            f("Host", Kind::String, V(0, MAX)),
+            f("Operation", Kind::Int8, V(0, MAX)),
+            f("PermissionType", Kind::Int8, V(0, MAX)),
+        ])),
+        V(0, MAX),
+    )],
+};
+
+/// `DeleteAclsRequest` (valid versions 1-3, flexible 2+).
+pub static DELETE_ACLS: Message = Message {
+    name: "DeleteAclsRequest",
+    api_key: 31,
+    valid: V(1, 3),
+    flexible: V(2, MAX),
+    fields: &[f(
+        "Filters",
+        Kind::Array(&Kind::Struct(&[
+            f("ResourceTypeFilter", Kind::Int8, V(0, MAX)),
+            f("ResourceNameFilter", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+            f("PatternTypeFilter", Kind::Int8, V(1, MAX)),
+            f("PrincipalFilter", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+            f("HostFilter", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+            f("Operation", Kind::Int8, V(0, MAX)),
+            f("PermissionType", Kind::Int8, V(0, MAX)),
+        ])),
+        V(0, MAX),
+    )],
+};
+
 /// `ConsumerProtocolSubscription` (valid versions 0-3, flexible none).
 pub static CONSUMER_PROTOCOL_SUBSCRIPTION: Message = Message {
     name: "ConsumerProtocolSubscription",
@@ -595,5 +735,13 @@ pub static ALL: &[&Message] = &[
     &INCREMENTAL_ALTER_CONFIGS,
     &OFFSET_DELETE,
     &DESCRIBE_CLUSTER,
+    &SASL_HANDSHAKE,
+    &SASL_AUTHENTICATE,
+    &DESCRIBE_USER_SCRAM_CREDENTIALS,
+    &ALTER_USER_SCRAM_CREDENTIALS,
+    &DESCRIBE_CLIENT_QUOTAS,
+    &DESCRIBE_ACLS,
+    &CREATE_ACLS,
+    &DELETE_ACLS,
     &CONSUMER_PROTOCOL_SUBSCRIPTION,
 ];

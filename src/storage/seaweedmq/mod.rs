@@ -47,18 +47,21 @@ pub struct SeaweedMqEngine {
     fwd: Arc<ForwarderHandle>,
     cluster: Arc<Cluster>,
     retention_every: Duration,
+    records_every: Duration,
 }
 
 /// Starts the forwarder (which publishes SeaweedMQ's Kafka topics in the metadata).
 pub fn start(config: Arc<Config>, shards: usize) -> anyhow::Result<super::Storage> {
     let cluster = Arc::new(Cluster::new(&config, shards));
     let retention_every = Duration::from_millis(config.retention_check_ms.max(10));
+    let records_every = Duration::from_millis(config.seaweedmq_topic_refresh_ms.max(100));
     let fwd = crate::forwarder::start(config, cluster.clone()).context("cannot use SeaweedMQ")?;
     Ok(super::Storage {
         engine: Arc::new(SeaweedMqEngine {
             fwd,
             cluster: cluster.clone(),
             retention_every,
+            records_every,
         }),
         cluster,
     })
@@ -253,6 +256,8 @@ impl Engine for SeaweedMqEngine {
         super::Background {
             retention_every: Some(self.retention_every),
             flush_every: None,
+            // Other Kelp nodes change them too: re-read as often as the topics.
+            records_every: Some(self.records_every),
         }
     }
 
@@ -299,6 +304,32 @@ impl Engine for SeaweedMqEngine {
 
     fn delete_topic<'a>(&'a self, name: &'a str) -> LocalBoxFuture<'a, Result<(), KelpError>> {
         Box::pin(self.fwd.delete_topic(name))
+    }
+
+    fn records<'a>(
+        &'a self,
+        space: &'a str,
+    ) -> LocalBoxFuture<'a, Result<crate::storage::Records, KelpError>> {
+        Box::pin(async move {
+            let files = self.fwd.records(space).await?;
+            Ok(files
+                .into_iter()
+                .filter_map(|(name, body)| Some((super::record_key(&name)?, body)))
+                .collect())
+        })
+    }
+
+    fn put_record<'a>(
+        &'a self,
+        space: &'a str,
+        key: &'a str,
+        value: Option<Vec<u8>>,
+    ) -> LocalBoxFuture<'a, Result<(), KelpError>> {
+        Box::pin(async move {
+            self.fwd
+                .put_record(space, &super::record_file(key), value)
+                .await
+        })
     }
 
     fn register_metrics(&self, registry: &crate::metrics::Registry) {

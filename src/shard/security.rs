@@ -1,0 +1,61 @@
+//! The shard's part in the cluster-wide security records (SCRAM credentials): reading them
+//! into [`crate::auth::credentials::Credentials`] (at start-up with the bootstrap users, and
+//! over shared storage again every `records_every` to see other nodes' changes) and storing
+//! AlterUserScramCredentials' changes through the storage engine. Start-up and the re-read
+//! run on shard 0; a change runs on the shard that received it.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::Shard;
+use crate::auth::credentials::{Change, SPACE};
+use crate::error::KelpError;
+
+impl Shard {
+    /// Reads every user's credentials and creates the bootstrap users that have none.
+    pub async fn load_credentials(&self) -> anyhow::Result<()> {
+        let creds = &self.cluster.credentials;
+        let records = self
+            .engine
+            .records(SPACE)
+            .await
+            .context("reading the SCRAM credentials")?;
+        creds.set_all(records);
+        if let Some(path) = &self.config.sasl_bootstrap_users {
+            let changes = creds.bootstrap(path)?;
+            let mut users: Vec<&str> = changes.iter().map(|c| c.user.as_str()).collect();
+            users.dedup();
+            for user in users {
+                self.alter_credentials(user, &changes)
+                    .await
+                    .with_context(|| format!("creating bootstrap user {user}"))?;
+                tracing::info!(%user, "created SCRAM credentials for a bootstrap user");
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `changes` of `user`: stored durably first, then seen by every shard.
+    pub async fn alter_credentials(&self, user: &str, changes: &[Change]) -> Result<(), KelpError> {
+        let creds = &self.cluster.credentials;
+        let (new, body) = creds.changed(user, changes)?;
+        self.engine.put_record(SPACE, user, body).await?;
+        creds.put(user, new);
+        Ok(())
+    }
+
+    /// Re-reads the credentials every `every`, forever: other Kelp nodes over the same
+    /// storage change them too.
+    pub async fn run_records_refresh(self: Rc<Self>, every: Duration) {
+        loop {
+            glommio::timer::sleep(every).await;
+            match self.engine.records(SPACE).await {
+                Ok(records) => self.cluster.credentials.set_all(records),
+                Err(e) => tracing::warn!(error = %e,
+                    "cannot re-read the SCRAM credentials; keeping the ones read before"),
+            }
+        }
+    }
+}
