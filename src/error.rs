@@ -57,6 +57,8 @@ pub mod code {
     pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
     /// The principal may not do this to the cluster.
     pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+    /// ACL requests to a broker without an authorizer.
+    pub const SECURITY_DISABLED: i16 = 54;
     /// A SASL mechanism the broker does not enable.
     pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
     /// A SASL request out of order.
@@ -291,6 +293,18 @@ pub enum KelpError {
     /// A SCRAM credential outside what the broker accepts.
     #[error("{0}")]
     UnacceptableCredential(String),
+    /// ACL requests without `--authorizer acl`.
+    #[error("no authorizer is configured (--authorizer acl)")]
+    SecurityDisabled,
+    /// The principal may not do this to the topic.
+    #[error("not authorized to access the topic")]
+    TopicAuthorizationFailed,
+    /// The principal may not do this to the group.
+    #[error("not authorized to access the group")]
+    GroupAuthorizationFailed,
+    /// The principal may not do this to the cluster.
+    #[error("not authorized to do this on the cluster")]
+    ClusterAuthorizationFailed,
 }
 
 impl KelpError {
@@ -342,6 +356,10 @@ impl KelpError {
             ResourceNotFound(_) => code::RESOURCE_NOT_FOUND,
             DuplicateResource(_) => code::DUPLICATE_RESOURCE,
             UnacceptableCredential(_) => code::UNACCEPTABLE_CREDENTIAL,
+            SecurityDisabled => code::SECURITY_DISABLED,
+            TopicAuthorizationFailed => code::TOPIC_AUTHORIZATION_FAILED,
+            GroupAuthorizationFailed => code::GROUP_AUTHORIZATION_FAILED,
+            ClusterAuthorizationFailed => code::CLUSTER_AUTHORIZATION_FAILED,
         }
     }
 

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{
 };
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::Operation;
 use crate::auth::credentials::Change;
 use crate::auth::scram::{Credential, Mechanism, MAX_ITERATIONS, MIN_ITERATIONS};
 use crate::error::{ConnectionError, KelpError};
@@ -133,7 +134,12 @@ pub async fn handle(
     req: AlterUserScramCredentialsRequest,
 ) -> Result<Response, ConnectionError> {
     let creds = &ctx.shard.cluster.credentials;
-    let planned = plan(&req, |u, m| creds.get(u, m).is_some());
+    let mut planned = plan(&req, |u, m| creds.get(u, m).is_some());
+    if !ctx.cluster_allowed(Operation::Alter) {
+        for v in planned.values_mut() {
+            *v = Err(KelpError::ClusterAuthorizationFailed);
+        }
+    }
     let mut resp = AlterUserScramCredentialsResponse::default();
     for (user, changes) in planned {
         let outcome = match changes {

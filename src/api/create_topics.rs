@@ -8,6 +8,7 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::CreateTopicsRequest;
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::cluster::nodes::Node;
 use crate::cluster::topic_config::TOPIC_CONFIGS;
 use crate::cluster::TopicMeta;
@@ -82,6 +83,7 @@ pub async fn handle(
             -1
         };
         let created = match partition_count(&t, &cluster.brokers()) {
+            _ if !ctx.may_create_topic(&name) => Err(KelpError::TopicAuthorizationFailed),
             Ok(n) => {
                 ctx.shard
                     .create_topic(&name, n, rf, configs, req.validate_only)
@@ -96,7 +98,10 @@ pub async fn handle(
                 r.topic_id = meta.id;
                 r.num_partitions = meta.partitions;
                 r.replication_factor = 1;
-                r.configs = Some(described_configs(&meta));
+                // The created topic's configs only to a principal that may read them.
+                if ctx.allowed(Operation::DescribeConfigs, ResourceType::Topic, &meta.name) {
+                    r.configs = Some(described_configs(&meta));
+                }
             }
             Err(e) => {
                 tracing::debug!(topic = %name, error = %e, "create topic refused");

@@ -4,6 +4,7 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
 use super::{code_of, encoded, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{ConnectionError, KelpError};
 use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
@@ -15,13 +16,17 @@ pub async fn handle(
 ) -> Result<Response, ConnectionError> {
     let mut results = Vec::with_capacity(req.groups_names.len());
     for gid in req.groups_names {
-        let out = match ctx
-            .shard
-            .group_call(GroupRequest::Delete(gid.0.to_string()))
-            .await
-        {
-            GroupReply::Delete(r) => r,
-            _ => Err(KelpError::CoordinatorNotAvailable),
+        let out = if !ctx.allowed(Operation::Delete, ResourceType::Group, gid.0.as_str()) {
+            Err(KelpError::GroupAuthorizationFailed)
+        } else {
+            match ctx
+                .shard
+                .group_call(GroupRequest::Delete(gid.0.to_string()))
+                .await
+            {
+                GroupReply::Delete(r) => r,
+                _ => Err(KelpError::CoordinatorNotAvailable),
+            }
         };
         results.push(
             DeletableGroupResult::default()

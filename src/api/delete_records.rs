@@ -7,6 +7,7 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::DeleteRecordsRequest;
 
 use super::{code_of, encoded, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{ConnectionError, KelpError};
 use crate::protocol::Response;
 use crate::shard::ops::DeleteRecordsItem;
@@ -16,9 +17,11 @@ pub async fn handle(
     ctx: &RequestContext,
     req: DeleteRecordsRequest,
 ) -> Result<Response, ConnectionError> {
+    let deletable = |t: &str| ctx.allowed(Operation::Delete, ResourceType::Topic, t);
     let items = req
         .topics
         .iter()
+        .filter(|t| deletable(t.name.0.as_str()))
         .flat_map(|t| {
             t.partitions.iter().map(|p| DeleteRecordsItem {
                 topic: t.name.0.to_string(),
@@ -30,11 +33,16 @@ pub async fn handle(
     let mut results = ctx.shard.scatter(items).await.into_iter();
     let mut resp = DeleteRecordsResponse::default();
     for t in req.topics {
+        let ok = deletable(t.name.0.as_str());
         let mut tr = DeleteRecordsTopicResult::default().with_name(t.name);
         for p in t.partitions {
-            let r = results
-                .next()
-                .unwrap_or(Err(KelpError::ShardUnavailable(usize::MAX)));
+            let r = if ok {
+                results
+                    .next()
+                    .unwrap_or(Err(KelpError::ShardUnavailable(usize::MAX)))
+            } else {
+                Err(KelpError::TopicAuthorizationFailed)
+            };
             let mut pr = DeleteRecordsPartitionResult::default();
             pr.partition_index = p.partition_index;
             pr.error_code = code_of(&r);

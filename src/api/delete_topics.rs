@@ -6,6 +6,7 @@ use kafka_protocol::messages::delete_topics_response::{
 use kafka_protocol::messages::DeleteTopicsRequest;
 
 use super::{encoded, sb, topic_name, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
@@ -39,6 +40,9 @@ pub async fn handle(
                 .ok_or(KelpError::UnknownTopicId),
         };
         let outcome = match resolved {
+            Ok(n) if !ctx.allowed(Operation::Delete, ResourceType::Topic, &n) => {
+                Err(KelpError::TopicAuthorizationFailed)
+            }
             Ok(n) => ctx.shard.delete_topic(&n).await,
             Err(e) => Err(e),
         };

@@ -6,6 +6,7 @@
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::Operation;
 use crate::error::{ConnectionError, KelpError};
 use crate::protocol::Response;
 
@@ -21,6 +22,12 @@ pub fn handle(
     let bad = req.components.iter().find(|c| {
         !ENTITY_TYPES.contains(&c.entity_type.as_str()) || !(0..=2).contains(&c.match_type)
     });
+    if !ctx.cluster_allowed(Operation::DescribeConfigs) {
+        let e = KelpError::ClusterAuthorizationFailed;
+        resp.error_code = e.code();
+        resp.error_message = e.message().map(sb);
+        return encoded(Response::encode(&ctx.header, &resp));
+    }
     match bad {
         Some(c) => {
             let e = KelpError::InvalidRequest(format!(

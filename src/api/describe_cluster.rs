@@ -7,6 +7,7 @@ use kafka_protocol::messages::describe_cluster_response::{
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest};
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::Operation;
 use crate::error::{code, ConnectionError};
 use crate::protocol::Response;
 
@@ -17,6 +18,13 @@ pub fn handle(
 ) -> Result<Response, ConnectionError> {
     let c = &ctx.shard.cluster;
     let mut resp = DescribeClusterResponse::default();
+    if !ctx.cluster_allowed(Operation::Describe) {
+        let e = crate::error::KelpError::ClusterAuthorizationFailed;
+        resp.error_code = e.code();
+        resp.error_message = e.message().map(sb);
+        resp.endpoint_type = req.endpoint_type;
+        return encoded(Response::encode(&ctx.header, &resp));
+    }
     resp.error_code = code::NONE;
     resp.endpoint_type = req.endpoint_type;
     resp.cluster_id = sb(c.cluster_id.clone());

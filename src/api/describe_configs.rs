@@ -8,6 +8,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::DescribeConfigsRequest;
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::cluster::topic_config::{ConfigType, TOPIC_CONFIGS};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
@@ -78,6 +79,18 @@ pub fn handle(
     let mut resp = DescribeConfigsResponse::default();
     for res in req.resources {
         let entries: Result<Vec<Entry>, KelpError> = match res.resource_type {
+            RESOURCE_TOPIC
+                if !ctx.allowed(
+                    Operation::DescribeConfigs,
+                    ResourceType::Topic,
+                    res.resource_name.as_str(),
+                ) =>
+            {
+                Err(KelpError::TopicAuthorizationFailed)
+            }
+            RESOURCE_BROKER if !ctx.cluster_allowed(Operation::DescribeConfigs) => {
+                Err(KelpError::ClusterAuthorizationFailed)
+            }
             RESOURCE_TOPIC => match ctx.shard.cluster.topic(res.resource_name.as_str()) {
                 Some(meta) => Ok(TOPIC_CONFIGS
                     .iter()

@@ -5,6 +5,7 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
@@ -20,9 +21,13 @@ pub async fn handle(
         let mut d = DescribedGroup::default().with_group_id(gid);
         // Kafka reports "authorized operations" as not requested with i32::MIN.
         d.authorized_operations = i32::MIN;
-        let out = match ctx.shard.group_call(GroupRequest::Describe(name)).await {
-            GroupReply::Describe(r) => r,
-            _ => Err(KelpError::CoordinatorNotAvailable),
+        let out = if !ctx.allowed(Operation::Describe, ResourceType::Group, &name) {
+            Err(KelpError::GroupAuthorizationFailed)
+        } else {
+            match ctx.shard.group_call(GroupRequest::Describe(name)).await {
+                GroupReply::Describe(r) => r,
+                _ => Err(KelpError::CoordinatorNotAvailable),
+            }
         };
         match out {
             Ok(desc) => {

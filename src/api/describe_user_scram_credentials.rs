@@ -12,6 +12,7 @@ use kafka_protocol::messages::{
 };
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::Operation;
 use crate::error::{ConnectionError, KelpError};
 use crate::protocol::Response;
 
@@ -45,6 +46,12 @@ pub fn handle(
         r
     };
     let mut resp = DescribeUserScramCredentialsResponse::default();
+    if !ctx.cluster_allowed(Operation::Describe) {
+        let e = KelpError::ClusterAuthorizationFailed;
+        resp.error_code = e.code();
+        resp.error_message = e.message().map(sb);
+        return encoded(Response::encode(&ctx.header, &resp));
+    }
     resp.results = match req.users.filter(|u| !u.is_empty()) {
         None => all.keys().map(|u| found(u)).collect(),
         Some(users) => {

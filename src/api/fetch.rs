@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::FetchRequest;
 
 use super::RequestContext;
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::fetch_response::{self, PartitionOut, TopicOut};
 use crate::protocol::Response;
@@ -33,10 +34,13 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Result<Response,
         } else {
             code::UNKNOWN_TOPIC_OR_PARTITION
         };
+        let name = meta
+            .as_ref()
+            .map_or_else(|| t.topic.0.to_string(), |m| m.name.clone());
+        // Kafka answers a topic the principal may not read as not authorized, known or not.
+        let denied = !ctx.allowed(Operation::Read, ResourceType::Topic, &name);
         let mut out = TopicOut {
-            name: meta
-                .as_ref()
-                .map_or_else(|| t.topic.0.to_string(), |m| m.name.clone()),
+            name,
             topic_id: *t.topic_id.as_bytes(),
             partitions: Vec::with_capacity(t.partitions.len()),
         };
@@ -49,6 +53,7 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Result<Response,
                 ..Default::default()
             };
             match &meta {
+                _ if denied => po.error_code = code::TOPIC_AUTHORIZATION_FAILED,
                 None => po.error_code = missing,
                 Some(_) => wanted.push((
                     topics.len(),

@@ -8,6 +8,7 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
@@ -15,9 +16,12 @@ use crate::protocol::Response;
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
-fn check_key(key: &str, key_type: i8) -> Result<(), KelpError> {
+fn check_key(ctx: &RequestContext, key: &str, key_type: i8) -> Result<(), KelpError> {
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err(KelpError::InvalidGroupId),
+        KEY_TYPE_GROUP if !ctx.allowed(Operation::Describe, ResourceType::Group, key) => {
+            Err(KelpError::GroupAuthorizationFailed)
+        }
         KEY_TYPE_GROUP => Ok(()),
         KEY_TYPE_TRANSACTION => Err(KelpError::TransactionsUnsupported),
         other => Err(KelpError::InvalidRequest(format!(
@@ -40,7 +44,7 @@ pub fn handle(
             .iter()
             .map(|k| {
                 let mut c = Coordinator::default().with_key(k.clone());
-                match check_key(k.as_str(), req.key_type) {
+                match check_key(ctx, k.as_str(), req.key_type) {
                     Ok(()) => {
                         let n = cluster.coordinator(k.as_str());
                         let (host, port) = n.on(&ctx.session.listener.name);
@@ -61,7 +65,7 @@ pub fn handle(
             })
             .collect();
     } else {
-        match check_key(req.key.as_str(), req.key_type) {
+        match check_key(ctx, req.key.as_str(), req.key_type) {
             Ok(()) => {
                 let n = cluster.coordinator(req.key.as_str());
                 let (host, port) = n.on(&ctx.session.listener.name);

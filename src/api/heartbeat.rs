@@ -3,6 +3,7 @@
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::{code_of, encoded, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{ConnectionError, KelpError};
 use crate::group::messages;
 use crate::group::{GroupReply, GroupRequest};
@@ -19,13 +20,17 @@ pub async fn handle(
         generation_id: req.generation_id,
     };
     let group = req.group_id.0.to_string();
-    let out = match ctx
-        .shard
-        .group_call(GroupRequest::Heartbeat(group, hb))
-        .await
-    {
-        GroupReply::Heartbeat(r) => r,
-        _ => Err(KelpError::CoordinatorNotAvailable),
+    let out = if !ctx.allowed(Operation::Read, ResourceType::Group, &group) {
+        Err(KelpError::GroupAuthorizationFailed)
+    } else {
+        match ctx
+            .shard
+            .group_call(GroupRequest::Heartbeat(group, hb))
+            .await
+        {
+            GroupReply::Heartbeat(r) => r,
+            _ => Err(KelpError::CoordinatorNotAvailable),
+        }
     };
     let mut resp = HeartbeatResponse::default();
     resp.error_code = code_of(&out);

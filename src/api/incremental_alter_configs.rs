@@ -11,6 +11,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
 use kafka_protocol::messages::IncrementalAlterConfigsRequest;
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::cluster::topic_config;
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
@@ -91,7 +92,15 @@ pub async fn handle(
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in &req.resources {
         let name = res.resource_name.to_string();
-        let outcome = if res.resource_type != RESOURCE_TOPIC {
+        let outcome = if res.resource_type == RESOURCE_TOPIC
+            && !ctx.allowed(Operation::AlterConfigs, ResourceType::Topic, &name)
+        {
+            Err(KelpError::TopicAuthorizationFailed)
+        } else if res.resource_type != RESOURCE_TOPIC
+            && !ctx.cluster_allowed(Operation::AlterConfigs)
+        {
+            Err(KelpError::ClusterAuthorizationFailed)
+        } else if res.resource_type != RESOURCE_TOPIC {
             Err(KelpError::InvalidRequest(
                 "only topic configs can be altered; broker configs are command-line flags".into(),
             ))

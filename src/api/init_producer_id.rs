@@ -5,6 +5,7 @@
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::{encoded, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
@@ -16,6 +17,14 @@ pub async fn handle(
     let mut resp = InitProducerIdResponse::default();
     if req.transactional_id.is_some() {
         resp.error_code = KelpError::TransactionsUnsupported.code();
+        resp.producer_id = ProducerId(-1);
+        resp.producer_epoch = -1;
+    } else if !ctx.cluster_allowed(Operation::IdempotentWrite)
+        && !ctx.allowed_any(Operation::Write, ResourceType::Topic)
+    {
+        // Kafka: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on
+        // some topic.
+        resp.error_code = KelpError::ClusterAuthorizationFailed.code();
         resp.producer_id = ProducerId(-1);
         resp.producer_epoch = -1;
     } else if req.producer_id.0 >= 0 && req.producer_epoch >= 0 {

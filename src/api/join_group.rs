@@ -7,6 +7,7 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::group::messages::{JoinRequest, JoinResponse};
 use crate::group::{GroupReply, GroupRequest};
@@ -42,9 +43,13 @@ pub async fn handle(
         supports_skip_assignment: v >= 9,
     };
     let member_id = jr.member_id.clone();
-    let out = match ctx.shard.group_call(GroupRequest::Join(group, jr)).await {
-        GroupReply::Join(r) => r,
-        _ => JoinResponse::failed(KelpError::CoordinatorNotAvailable, member_id),
+    let out = if !ctx.allowed(Operation::Read, ResourceType::Group, &group) {
+        JoinResponse::failed(KelpError::GroupAuthorizationFailed, member_id)
+    } else {
+        match ctx.shard.group_call(GroupRequest::Join(group, jr)).await {
+            GroupReply::Join(r) => r,
+            _ => JoinResponse::failed(KelpError::CoordinatorNotAvailable, member_id),
+        }
     };
     let mut resp = JoinGroupResponse::default();
     resp.error_code = out.error.as_ref().map_or(code::NONE, KelpError::code);

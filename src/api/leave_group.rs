@@ -5,6 +5,7 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use super::{code_of, encoded, sb, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::group::messages::LeavingMember;
 use crate::group::{GroupReply, GroupRequest};
@@ -31,13 +32,17 @@ pub async fn handle(
         }]
     };
     let group = req.group_id.0.to_string();
-    let out = match ctx
-        .shard
-        .group_call(GroupRequest::Leave(group, leaving.clone()))
-        .await
-    {
-        GroupReply::Leave(r) => r,
-        _ => Err(KelpError::CoordinatorNotAvailable),
+    let out = if !ctx.allowed(Operation::Read, ResourceType::Group, &group) {
+        Err(KelpError::GroupAuthorizationFailed)
+    } else {
+        match ctx
+            .shard
+            .group_call(GroupRequest::Leave(group, leaving.clone()))
+            .await
+        {
+            GroupReply::Leave(r) => r,
+            _ => Err(KelpError::CoordinatorNotAvailable),
+        }
     };
     let mut resp = LeaveGroupResponse::default();
     match out {

@@ -5,6 +5,7 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError};
 use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
@@ -21,6 +22,9 @@ pub async fn handle(
             .types_filter
             .iter()
             .any(|t| t.as_str().eq_ignore_ascii_case("classic"));
+    // Kafka lists every group to a principal that may describe the cluster, else only the
+    // groups it may describe.
+    let all_visible = ctx.cluster_allowed(Operation::Describe);
     for shard in 0..ctx.shard.count {
         let listed = match ctx.shard.group_call_on(shard, GroupRequest::List).await {
             GroupReply::List(l) => l,
@@ -36,6 +40,9 @@ pub async fn handle(
                     .iter()
                     .any(|s| g.state.matches(s.as_str()));
             if !(state_ok && type_ok) {
+                continue;
+            }
+            if !all_visible && !ctx.allowed(Operation::Describe, ResourceType::Group, &g.group_id) {
                 continue;
             }
             let mut lg = ListedGroup::default();

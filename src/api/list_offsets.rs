@@ -6,6 +6,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::ListOffsetsRequest;
 
 use super::{code_of, encoded, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{ConnectionError, KelpError};
 use crate::protocol::Response;
 use crate::shard::ops::OffsetsItem;
@@ -15,8 +16,13 @@ pub async fn handle(
     ctx: &RequestContext,
     req: ListOffsetsRequest,
 ) -> Result<Response, ConnectionError> {
+    let allowed: Vec<bool> = req
+        .topics
+        .iter()
+        .map(|t| ctx.allowed(Operation::Describe, ResourceType::Topic, t.name.0.as_str()))
+        .collect();
     let mut items = Vec::new();
-    for t in &req.topics {
+    for (t, _) in req.topics.iter().zip(&allowed).filter(|(_, ok)| **ok) {
         for p in &t.partitions {
             items.push(OffsetsItem {
                 topic: t.name.0.to_string(),
@@ -27,12 +33,16 @@ pub async fn handle(
     }
     let mut results = ctx.shard.scatter(items).await.into_iter();
     let mut resp = ListOffsetsResponse::default();
-    for t in req.topics {
+    for (t, ok) in req.topics.into_iter().zip(allowed) {
         let mut tr = ListOffsetsTopicResponse::default().with_name(t.name.clone());
         for p in t.partitions {
-            let r = results
-                .next()
-                .unwrap_or(Err(KelpError::ShardUnavailable(usize::MAX)));
+            let r = if ok {
+                results
+                    .next()
+                    .unwrap_or(Err(KelpError::ShardUnavailable(usize::MAX)))
+            } else {
+                Err(KelpError::TopicAuthorizationFailed)
+            };
             let mut pr = ListOffsetsPartitionResponse::default();
             pr.partition_index = p.partition_index;
             pr.error_code = code_of(&r);

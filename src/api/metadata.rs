@@ -11,6 +11,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest};
 
 use super::{encoded, sb, topic_name, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::cluster::{Cluster, TopicMeta};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
@@ -63,7 +64,12 @@ pub async fn handle(
     let topics: Vec<MetadataResponseTopic> = match requested {
         None => {
             let snap = cluster.snapshot();
-            let mut all: Vec<&Arc<TopicMeta>> = snap.topics.values().collect();
+            // Kafka lists only the topics the principal may describe.
+            let mut all: Vec<&Arc<TopicMeta>> = snap
+                .topics
+                .values()
+                .filter(|m| ctx.allowed(Operation::Describe, ResourceType::Topic, &m.name))
+                .collect();
             all.sort_by(|a, b| a.name.cmp(&b.name));
             all.into_iter().map(|m| topic_entry(m, cluster)).collect()
         }
@@ -71,8 +77,22 @@ pub async fn handle(
             let mut out = Vec::with_capacity(ts.len());
             for t in ts {
                 out.push(match &t.name {
+                    Some(name)
+                        if !ctx.allowed(
+                            Operation::Describe,
+                            ResourceType::Topic,
+                            name.0.as_str(),
+                        ) =>
+                    {
+                        error_entry(
+                            Some(name.0.as_str()),
+                            t.topic_id,
+                            &KelpError::TopicAuthorizationFailed,
+                        )
+                    }
                     Some(name) => {
-                        match ctx.shard.topic_or_create(name.0.as_str(), allow_auto).await {
+                        let create = allow_auto && ctx.may_create_topic(name.0.as_str());
+                        match ctx.shard.topic_or_create(name.0.as_str(), create).await {
                             Ok(Some(m)) => topic_entry(&m, cluster),
                             Ok(None) => error_entry(
                                 Some(name.0.as_str()),
@@ -83,6 +103,11 @@ pub async fn handle(
                         }
                     }
                     None => match cluster.snapshot().by_id.get(&t.topic_id) {
+                        Some(m)
+                            if !ctx.allowed(Operation::Describe, ResourceType::Topic, &m.name) =>
+                        {
+                            error_entry(None, t.topic_id, &KelpError::TopicAuthorizationFailed)
+                        }
                         Some(m) => topic_entry(m, cluster),
                         None => error_entry(None, t.topic_id, &KelpError::UnknownTopicId),
                     },

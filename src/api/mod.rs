@@ -5,10 +5,13 @@
 
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod create_acls;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -44,6 +47,7 @@ use futures::channel::oneshot;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
+use crate::auth::acl::{self, Operation, ResourceType};
 use crate::auth::Session;
 use crate::error::{ConnectionError, KelpError};
 use crate::protocol::request::{self, Request};
@@ -75,14 +79,66 @@ impl RequestContext {
         }
     }
 
-    /// The client host as Kafka reports it in DescribeGroups ("/" + ip).
-    pub fn client_host(&self) -> String {
-        let peer = &self.session.peer;
+    /// The client's IP, as ACL hosts name it.
+    pub fn client_ip(&self) -> &str {
+        let peer: &str = &self.session.peer;
         let ip = match peer.rsplit_once(':') {
             Some((ip, _)) => ip,
             None => peer,
         };
-        format!("/{}", ip.trim_start_matches('[').trim_end_matches(']'))
+        ip.trim_start_matches('[').trim_end_matches(']')
+    }
+
+    /// Whether this request's principal may do `op` on `name` of `resource_type` (always,
+    /// without `--authorizer acl`).
+    pub fn allowed(&self, op: Operation, resource_type: ResourceType, name: &str) -> bool {
+        match &self.shard.cluster.authorizer {
+            None => true,
+            Some(a) => {
+                let ok = a.authorize(
+                    &self.session.principal(),
+                    self.client_ip(),
+                    op,
+                    resource_type,
+                    name,
+                );
+                if !ok {
+                    tracing::debug!(principal = %self.session.principal(), ?op, ?resource_type,
+                        %name, api = self.header.api_key, "denied by the ACLs");
+                }
+                ok
+            }
+        }
+    }
+
+    /// Whether this request's principal may do `op` on the cluster.
+    pub fn cluster_allowed(&self, op: Operation) -> bool {
+        self.allowed(op, ResourceType::Cluster, acl::CLUSTER_NAME)
+    }
+
+    /// Whether this request's principal may do `op` on some resource of `resource_type`.
+    pub fn allowed_any(&self, op: Operation, resource_type: ResourceType) -> bool {
+        match &self.shard.cluster.authorizer {
+            None => true,
+            Some(a) => a.authorize_any(
+                &self.session.principal(),
+                self.client_ip(),
+                op,
+                resource_type,
+            ),
+        }
+    }
+
+    /// Whether this request's principal may create topic `name` (CREATE on the cluster or
+    /// on the topic), for explicit and automatic creation alike.
+    pub fn may_create_topic(&self, name: &str) -> bool {
+        self.cluster_allowed(Operation::Create)
+            || self.allowed(Operation::Create, ResourceType::Topic, name)
+    }
+
+    /// The client host as Kafka reports it in DescribeGroups ("/" + ip).
+    pub fn client_host(&self) -> String {
+        format!("/{}", self.client_ip())
     }
 }
 
@@ -146,6 +202,9 @@ pub async fn dispatch(
         Request::OffsetDelete(r) => offset_delete::handle(&ctx, r).await.map(Some),
         Request::SaslHandshake(r) => sasl_handshake::handle(&ctx, r).map(Some),
         Request::SaslAuthenticate(r) => sasl_authenticate::handle(&ctx, r).map(Some),
+        Request::DescribeAcls(r) => describe_acls::handle(&ctx, r).map(Some),
+        Request::CreateAcls(r) => create_acls::handle(&ctx, r).await.map(Some),
+        Request::DeleteAcls(r) => delete_acls::handle(&ctx, r).await.map(Some),
         Request::DescribeClientQuotas(r) => describe_client_quotas::handle(&ctx, r).map(Some),
         Request::DescribeUserScramCredentials(r) => {
             describe_user_scram_credentials::handle(&ctx, r).map(Some)

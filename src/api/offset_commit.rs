@@ -9,6 +9,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::{encoded, topic_name, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::group::messages::CommitRequest;
 use crate::group::{CommittedOffset, GroupReply, GroupRequest};
@@ -30,11 +31,19 @@ pub async fn handle(
     let mut slots: Vec<(usize, i32, Option<KelpError>)> = Vec::new();
     let mut offsets = Vec::new();
     let mut names = Vec::with_capacity(req.topics.len());
+    let group_ok = ctx.allowed(
+        Operation::Read,
+        ResourceType::Group,
+        req.group_id.0.as_str(),
+    );
     for (ti, t) in req.topics.iter().enumerate() {
         let name = t.name.0.to_string();
         let meta = ctx.shard.cluster.topic(&name);
+        let topic_ok = ctx.allowed(Operation::Read, ResourceType::Topic, &name);
         for p in &t.partitions {
             let err = match &meta {
+                _ if !group_ok => Some(KelpError::GroupAuthorizationFailed),
+                _ if !topic_ok => Some(KelpError::TopicAuthorizationFailed),
                 Some(m) if p.partition_index >= 0 && p.partition_index < m.partitions => None,
                 _ => Some(KelpError::UnknownTopicOrPartition),
             };
@@ -63,13 +72,17 @@ pub async fn handle(
         generation_id: req.generation_id_or_member_epoch,
         offsets,
     };
-    let out = match ctx
-        .shard
-        .group_call(GroupRequest::Commit(req.group_id.0.to_string(), cr))
-        .await
-    {
-        GroupReply::Commit(r) => r,
-        _ => Err(KelpError::CoordinatorNotAvailable),
+    let out = if !group_ok {
+        Err(KelpError::GroupAuthorizationFailed)
+    } else {
+        match ctx
+            .shard
+            .group_call(GroupRequest::Commit(req.group_id.0.to_string(), cr))
+            .await
+        {
+            GroupReply::Commit(r) => r,
+            _ => Err(KelpError::CoordinatorNotAvailable),
+        }
     };
     let mut per_partition = match &out {
         Ok(results) => results.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>(),

@@ -8,6 +8,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
 
 use super::{encoded, sb, topic_name, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::group::messages::FetchRequest;
 use crate::group::{CommittedOffset, GroupReply, GroupRequest};
@@ -20,6 +21,9 @@ async fn fetch_group(
     group: String,
     partitions: Option<Vec<(String, i32)>>,
 ) -> Fetched {
+    if !ctx.allowed(Operation::Describe, ResourceType::Group, &group) {
+        return Err(KelpError::GroupAuthorizationFailed);
+    }
     match ctx
         .shard
         .group_call(GroupRequest::Fetch(group, FetchRequest { partitions }))
@@ -43,6 +47,34 @@ fn by_topic(rows: Vec<((String, i32), Option<CommittedOffset>)>) -> Vec<TopicRow
         }
     }
     out
+}
+
+/// The rows by topic as the principal may see them: with every topic asked for (`all`), the
+/// topics it may not describe are left out, as Kafka does; topics named in the request that it
+/// may not describe stay, flagged (their partitions answer TOPIC_AUTHORIZATION_FAILED and no
+/// offset).
+fn visible(
+    ctx: &RequestContext,
+    rows: Vec<((String, i32), Option<CommittedOffset>)>,
+    all: bool,
+) -> Vec<(TopicRows, bool)> {
+    by_topic(rows)
+        .into_iter()
+        .map(|r| {
+            let denied = !ctx.allowed(Operation::Describe, ResourceType::Topic, &r.0);
+            (r, denied)
+        })
+        .filter(|(_, denied)| !(all && *denied))
+        .collect()
+}
+
+/// (offset, leader epoch, metadata, error code) of a partition whose topic is `denied` or not.
+fn shown(o: Option<CommittedOffset>, denied: bool) -> (i64, i32, String, i16) {
+    if denied {
+        return (-1, -1, String::new(), code::TOPIC_AUTHORIZATION_FAILED);
+    }
+    let (off, epoch, md) = fields(o);
+    (off, epoch, md, code::NONE)
 }
 
 /// (offset, leader epoch, metadata) as sent: -1 / -1 / "" when nothing is committed.
@@ -71,24 +103,25 @@ pub async fn handle(
                     .collect()
             });
             let mut rg = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+            let all = parts.is_none();
             match fetch_group(ctx, g.group_id.0.to_string(), parts).await {
                 Ok(rows) => {
                     rg.error_code = code::NONE;
-                    rg.topics = by_topic(rows)
+                    rg.topics = visible(ctx, rows, all)
                         .into_iter()
-                        .map(|(t, ps)| {
+                        .map(|((t, ps), denied)| {
                             OffsetFetchResponseTopics::default()
                                 .with_name(topic_name(t))
                                 .with_partitions(
                                     ps.into_iter()
                                         .map(|(p, o)| {
-                                            let (off, epoch, md) = fields(o);
+                                            let (off, epoch, md, ec) = shown(o, denied);
                                             OffsetFetchResponsePartitions::default()
                                                 .with_partition_index(p)
                                                 .with_committed_offset(off)
                                                 .with_committed_leader_epoch(epoch)
                                                 .with_metadata(Some(sb(md)))
-                                                .with_error_code(code::NONE)
+                                                .with_error_code(ec)
                                         })
                                         .collect(),
                                 )
@@ -110,24 +143,25 @@ pub async fn handle(
             })
             .collect()
     });
+    let all = parts.is_none();
     match fetch_group(ctx, req.group_id.0.to_string(), parts).await {
         Ok(rows) => {
             resp.error_code = code::NONE;
-            resp.topics = by_topic(rows)
+            resp.topics = visible(ctx, rows, all)
                 .into_iter()
-                .map(|(t, ps)| {
+                .map(|((t, ps), denied)| {
                     OffsetFetchResponseTopic::default()
                         .with_name(topic_name(t))
                         .with_partitions(
                             ps.into_iter()
                                 .map(|(p, o)| {
-                                    let (off, epoch, md) = fields(o);
+                                    let (off, epoch, md, ec) = shown(o, denied);
                                     OffsetFetchResponsePartition::default()
                                         .with_partition_index(p)
                                         .with_committed_offset(off)
                                         .with_committed_leader_epoch(epoch)
                                         .with_metadata(Some(sb(md)))
-                                        .with_error_code(code::NONE)
+                                        .with_error_code(ec)
                                 })
                                 .collect(),
                         )

@@ -12,6 +12,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use super::{encoded, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::partition::timestamp;
 use crate::protocol::Response;
@@ -52,6 +53,9 @@ fn end_of(history: &[(i32, i64)], requested: i32) -> Plan {
 
 /// Plans one partition: checks the topic, leadership and the client's current epoch.
 fn plan(ctx: &RequestContext, topic: &str, partition: i32, current: i32, requested: i32) -> Plan {
+    if !ctx.allowed(Operation::Describe, ResourceType::Topic, topic) {
+        return Plan::Done(Err(KelpError::TopicAuthorizationFailed));
+    }
     let cluster = &ctx.shard.cluster;
     let known = cluster
         .topic(topic)

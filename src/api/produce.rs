@@ -7,6 +7,7 @@ use kafka_protocol::messages::produce_response::{
 };
 
 use super::{encoded, topic_name, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::produce_request::ProduceRequest;
 use crate::protocol::Response;
@@ -35,7 +36,14 @@ pub async fn handle(
     for (ti, topic) in req.topics.into_iter().enumerate() {
         let meta = match &request_error {
             Some(e) => Err(e.clone()),
-            None => match ctx.shard.topic_or_create(&topic.name, true).await {
+            None if !ctx.allowed(Operation::Write, ResourceType::Topic, &topic.name) => {
+                Err(KelpError::TopicAuthorizationFailed)
+            }
+            None => match ctx
+                .shard
+                .topic_or_create(&topic.name, ctx.may_create_topic(&topic.name))
+                .await
+            {
                 Ok(Some(m)) => Ok(m),
                 Ok(None) => Err(KelpError::UnknownTopicOrPartition),
                 Err(e) => Err(e),

@@ -4,6 +4,7 @@
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
 use super::{encoded, sb, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::group::messages::{SyncRequest, SyncResponse};
 use crate::group::{GroupReply, GroupRequest};
@@ -27,9 +28,13 @@ pub async fn handle(
             .collect(),
     };
     let group = req.group_id.0.to_string();
-    let out = match ctx.shard.group_call(GroupRequest::Sync(group, sr)).await {
-        GroupReply::Sync(r) => r,
-        _ => SyncResponse::failed(KelpError::CoordinatorNotAvailable),
+    let out = if !ctx.allowed(Operation::Read, ResourceType::Group, &group) {
+        SyncResponse::failed(KelpError::GroupAuthorizationFailed)
+    } else {
+        match ctx.shard.group_call(GroupRequest::Sync(group, sr)).await {
+            GroupReply::Sync(r) => r,
+            _ => SyncResponse::failed(KelpError::CoordinatorNotAvailable),
+        }
     };
     let mut resp = SyncGroupResponse::default();
     resp.error_code = out.error.as_ref().map_or(code::NONE, KelpError::code);

@@ -1,9 +1,10 @@
 //! Who is on a connection: the listener it came in on, the client's address, and on SASL
 //! listeners where its authentication stands (KIP-368 re-authentication included). Owns the
-//! SCRAM credentials ([`credentials`]), their derivation ([`scram`]) and the SASL exchanges
-//! ([`sasl`]). The connection builds a [`Session`] per accepted socket and asks it which
+//! SCRAM credentials ([`credentials`]), their derivation ([`scram`]), the SASL exchanges
+//! ([`sasl`]) and the ACLs with their authorizer ([`acl`]). The connection builds a [`Session`] per accepted socket and asks it which
 //! requests it may serve; the SaslHandshake and SaslAuthenticate handlers move it on.
 
+pub mod acl;
 pub mod credentials;
 pub mod sasl;
 pub mod scram;
@@ -178,7 +179,11 @@ impl Session {
                         return AuthStep::Failed;
                     }
                 }
-                tracing::debug!(peer = %self.peer, %user, mechanism = mechanism.name(), "SASL authenticated");
+                if current.is_some() {
+                    tracing::debug!(peer = %self.peer, %user, "SASL re-authenticated (KIP-368)");
+                } else {
+                    tracing::debug!(peer = %self.peer, %user, mechanism = mechanism.name(), "SASL authenticated");
+                }
                 *current = Some(Authenticated {
                     user,
                     mechanism,

@@ -94,6 +94,10 @@ pub struct Cluster {
     pub default_partitions: i32,
     /// Every user's SCRAM credentials (SASL).
     pub credentials: Arc<crate::auth::credentials::Credentials>,
+    /// Every ACL binding.
+    pub acls: Arc<crate::auth::acl::Acls>,
+    /// The ACL checks, with `--authorizer acl`.
+    pub authorizer: Option<crate::auth::acl::Authorizer>,
     /// Where topic metadata is persisted (local storage); None keeps it in memory only.
     persist: Option<PathBuf>,
 }
@@ -126,6 +130,7 @@ impl Cluster {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
+        let acls = Arc::new(crate::auth::acl::Acls::default());
         Cluster {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             published: event_listener::Event::new(),
@@ -141,6 +146,14 @@ impl Cluster {
             auto_create: config.auto_create_topics,
             default_partitions: config.default_partitions,
             credentials: Arc::default(),
+            acls: acls.clone(),
+            authorizer: (config.authorizer == crate::config::AuthorizerKind::Acl).then(|| {
+                crate::auth::acl::Authorizer {
+                    acls,
+                    super_users: config.super_users(),
+                    allow_if_no_acl: config.allow_everyone_if_no_acl_found,
+                }
+            }),
             persist: None,
         }
     }

@@ -18,6 +18,15 @@ pub use listeners::{Listener, SecurityProtocol};
 /// `server`, because [`Config::check_request_budget`] sizes the request budget against it.
 pub const READ_CHUNK: usize = 64 * 1024;
 
+/// Which authorizer checks requests (`--authorizer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuthorizerKind {
+    /// None: every client may do everything.
+    None,
+    /// Kafka's ACLs.
+    Acl,
+}
+
 /// Where partition data lives besides the in-core batch cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StorageKind {
@@ -132,6 +141,22 @@ pub struct Config {
     /// life.
     #[arg(long, default_value_t = 0)]
     pub connections_max_reauth_ms: u64,
+
+    /// Authorization, as Kafka's `authorizer.class.name`: `none` lets every client do
+    /// everything (CreateAcls and friends answer SECURITY_DISABLED); `acl` checks every
+    /// request against the ACLs (kept where the data is, managed with `kafka-acls`).
+    #[arg(long, value_enum, default_value = "none")]
+    pub authorizer: AuthorizerKind,
+
+    /// Principals allowed everything whatever the ACLs say, as Kafka's `super.users`:
+    /// "User:admin;User:ops".
+    #[arg(long, default_value = "")]
+    pub super_users: String,
+
+    /// Let everyone do anything on a resource no ACL names (Kafka's
+    /// `allow.everyone.if.no.acl.found`).
+    #[arg(long)]
+    pub allow_everyone_if_no_acl_found: bool,
 
     /// PEM file with the listener's certificate chain (leaf first), for SSL.
     #[arg(long)]
@@ -339,6 +364,16 @@ impl Config {
                 }
             }
         }
+    }
+
+    /// The `--super-users` principals.
+    pub fn super_users(&self) -> Vec<String> {
+        self.super_users
+            .split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
     }
 
     /// Whether the request memory budget can hold the largest request (with one read chunk):

@@ -8,8 +8,9 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterUserScramCredentialsRequest, DescribeClientQuotasRequest,
-    DescribeUserScramCredentialsRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+    AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
+    DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 };
 use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
@@ -82,6 +83,9 @@ requests! {
     DescribeCluster(DescribeClusterRequest) = DESCRIBE_CLUSTER,
     SaslHandshake(SaslHandshakeRequest) = SASL_HANDSHAKE,
     SaslAuthenticate(SaslAuthenticateRequest) = SASL_AUTHENTICATE,
+    DescribeAcls(DescribeAclsRequest) = DESCRIBE_ACLS,
+    CreateAcls(CreateAclsRequest) = CREATE_ACLS,
+    DeleteAcls(DeleteAclsRequest) = DELETE_ACLS,
     DescribeClientQuotas(DescribeClientQuotasRequest) = DESCRIBE_CLIENT_QUOTAS,
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest) = DESCRIBE_USER_SCRAM_CREDENTIALS,
     AlterUserScramCredentials(AlterUserScramCredentialsRequest) = ALTER_USER_SCRAM_CREDENTIALS,

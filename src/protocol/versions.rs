@@ -71,6 +71,12 @@ pub mod key {
     pub const SASL_AUTHENTICATE: i16 = 36;
     /// DescribeUserScramCredentials: which users have which SCRAM credentials.
     pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
+    /// DescribeAcls: the ACL bindings passing a filter.
+    pub const DESCRIBE_ACLS: i16 = 29;
+    /// CreateAcls: add ACL bindings.
+    pub const CREATE_ACLS: i16 = 30;
+    /// DeleteAcls: remove the ACL bindings passing filters.
+    pub const DELETE_ACLS: i16 = 31;
     /// DescribeClientQuotas: the client quotas (Kelp sets none).
     pub const DESCRIBE_CLIENT_QUOTAS: i16 = 48;
     /// AlterUserScramCredentials: set or delete users' SCRAM credentials.
@@ -262,6 +268,28 @@ pub const SUPPORTED: &[ApiSupport] = &[
         name: "SaslAuthenticate",
         min: 0,
         max: 2,
+        first_flexible: 2,
+    },
+    // v0 of the three ACL APIs left with Kafka 4 (KIP-896).
+    ApiSupport {
+        key: key::DESCRIBE_ACLS,
+        name: "DescribeAcls",
+        min: 1,
+        max: 3,
+        first_flexible: 2,
+    },
+    ApiSupport {
+        key: key::CREATE_ACLS,
+        name: "CreateAcls",
+        min: 1,
+        max: 3,
+        first_flexible: 2,
+    },
+    ApiSupport {
+        key: key::DELETE_ACLS,
+        name: "DeleteAcls",
+        min: 1,
+        max: 3,
         first_flexible: 2,
     },
     ApiSupport {

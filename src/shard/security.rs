@@ -1,7 +1,8 @@
-//! The shard's part in the cluster-wide security records (SCRAM credentials): reading them
-//! into [`crate::auth::credentials::Credentials`] (at start-up with the bootstrap users, and
-//! over shared storage again every `records_every` to see other nodes' changes) and storing
-//! AlterUserScramCredentials' changes through the storage engine. Start-up and the re-read
+//! The shard's part in the cluster-wide security records (SCRAM credentials, ACLs): reading
+//! them into [`crate::auth::credentials::Credentials`] and [`crate::auth::acl::Acls`] (at
+//! start-up, with the bootstrap users, and over shared storage again every `records_every` to
+//! see other nodes' changes) and storing AlterUserScramCredentials', CreateAcls' and
+//! DeleteAcls' changes through the storage engine. Start-up and the re-read
 //! run on shard 0; a change runs on the shard that received it.
 
 use std::rc::Rc;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::Shard;
+use crate::auth::acl::{self, AclBinding};
 use crate::auth::credentials::{Change, SPACE};
 use crate::error::KelpError;
 
@@ -23,6 +25,12 @@ impl Shard {
             .await
             .context("reading the SCRAM credentials")?;
         creds.set_all(records);
+        let acls = self
+            .engine
+            .records(acl::SPACE)
+            .await
+            .context("reading the ACLs")?;
+        self.cluster.acls.set_all(acls);
         if let Some(path) = &self.config.sasl_bootstrap_users {
             let changes = creds.bootstrap(path)?;
             let mut users: Vec<&str> = changes.iter().map(|c| c.user.as_str()).collect();
@@ -46,7 +54,28 @@ impl Shard {
         Ok(())
     }
 
-    /// Re-reads the credentials every `every`, forever: other Kelp nodes over the same
+    /// Stores new ACL bindings, then lets every shard see them.
+    pub async fn add_acls(&self, bindings: &[AclBinding]) -> Result<(), KelpError> {
+        for b in bindings {
+            let body = serde_json::to_vec(b).map_err(|e| KelpError::Storage(e.to_string()))?;
+            self.engine
+                .put_record(acl::SPACE, &b.key(), Some(body))
+                .await?;
+        }
+        self.cluster.acls.add(bindings);
+        Ok(())
+    }
+
+    /// Deletes ACL bindings' records, then takes them out of every shard's view.
+    pub async fn remove_acls(&self, bindings: &[AclBinding]) -> Result<(), KelpError> {
+        for b in bindings {
+            self.engine.put_record(acl::SPACE, &b.key(), None).await?;
+        }
+        self.cluster.acls.remove(bindings);
+        Ok(())
+    }
+
+    /// Re-reads the credentials and ACLs every `every`, forever: other Kelp nodes over the same
     /// storage change them too.
     pub async fn run_records_refresh(self: Rc<Self>, every: Duration) {
         loop {
@@ -55,6 +84,11 @@ impl Shard {
                 Ok(records) => self.cluster.credentials.set_all(records),
                 Err(e) => tracing::warn!(error = %e,
                     "cannot re-read the SCRAM credentials; keeping the ones read before"),
+            }
+            match self.engine.records(acl::SPACE).await {
+                Ok(records) => self.cluster.acls.set_all(records),
+                Err(e) => tracing::warn!(error = %e,
+                    "cannot re-read the ACLs; keeping the ones read before"),
             }
         }
     }

@@ -195,41 +195,51 @@ def test_wrong_password_gets_sasl_authentication_failed_and_nothing_else(sasl_br
 
 
 def test_reauthentication_kip_368(pki, sw, tmp_path):  # noqa: F811
-    """With --connections-max-reauth-ms the session has a lifetime; the Java client
-    re-authenticates within it, and a connection that does not is closed at its next
-    request."""
+    """With --connections-max-reauth-ms the session has a lifetime: a connection that does
+    not re-authenticate within it is closed at its next request, and Apache Kafka's console
+    consumer, idle on its connections for longer than two lifetimes, re-authenticates them
+    in place (KIP-368) and is never cut off."""
     users = tmp_path / "users"
     users.write_text(f"{ADMIN[0]}:{ADMIN[1]}\n")
     cls = functools.partial(ListenersBroker, more={"SASL_PLAINTEXT": "SASL_PLAINTEXT"})
-    args = ["--sasl-bootstrap-users", str(users), "--connections-max-reauth-ms", "2000"]
+    args = ["--sasl-bootstrap-users", str(users), "--connections-max-reauth-ms", "4000",
+            "--log-level", "info,kelp::auth=debug"]
     with conftest.running_broker(cls, "kelp-reauth-", args, seaweed=sw) as b:
         bs = f"127.0.0.1:{b.ports['SASL_PLAINTEXT']}"
+        since = b.log_size()
         with kwire.Conn(bs) as c:
             assert handshake(c, "PLAIN")[0] == 0
             token = b"\0" + ADMIN[0].encode() + b"\0" + ADMIN[1].encode()
             err, _, _, lifetime = authenticate(c, token)
-            assert (err, lifetime) == (0, 2000)
+            assert (err, lifetime) == (0, 4000)
             # Re-authenticating as the same user renews the session.
             assert handshake(c, "PLAIN")[0] == 0
             assert authenticate(c, token)[0] == 0
             metadata(c)
             c.recv_response(METADATA, 1)
-            time.sleep(2.5)
+            time.sleep(4.5)
             metadata(c)
             assert closed(c)
-        # The Java client keeps producing and consuming across several lifetimes.
+        deadline = time.time() + 10
+        while "ran out" not in b.log_tail(since) and time.time() < deadline:
+            time.sleep(0.1)
+        assert "ran out" in b.log_tail(since)
+
+        since = b.log_size()
+        topic = f"reauth-{uuid.uuid4().hex[:6]}"
         conf = tmp_path / "reauth.properties"
         conf.write_text(
             "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
             "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="{ADMIN[0]}" password="{ADMIN[1]}";\n')
-        since = b.log_size()
-        out = conftest.java_round_trip(tmp_path, bs, f"reauth-{uuid.uuid4().hex[:6]}", 3000,
-                                       config=conf)
-        assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-4000:]}"
-        assert out.stdout.count(" 3000") == 5, out.stdout
-        # It re-authenticated in time: Kelp closed none of its connections for running out.
-        assert "ran out" not in b.log_tail(since)
+        r = conftest.kafka_tool("org.apache.kafka.tools.consumer.ConsoleConsumer",
+                                "--bootstrap-server", bs, "--consumer.config", str(conf),
+                                "--topic", topic, "--from-beginning", "--timeout-ms", "11000",
+                                "--group", f"g-{topic}")
+        assert "Processed a total of 0 messages" in r.stdout + r.stderr, r.stderr[-3000:]
+        log = b.log_tail(since)
+        assert "re-authenticated" in log, log[-3000:]
+        assert "ran out" not in log, log[-3000:]
 
 
 def test_sasl_flags_that_cannot_work_stop_the_start(tmp_path):
