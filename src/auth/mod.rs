@@ -6,6 +6,7 @@
 
 pub mod acl;
 pub mod credentials;
+pub mod principal;
 pub mod sasl;
 pub mod scram;
 
@@ -49,6 +50,8 @@ pub struct Session {
     sasl: Option<Arc<Sasl>>,
     phase: RefCell<Phase>,
     authenticated: RefCell<Option<Authenticated>>,
+    /// The subject of the client's certificate (mutual TLS), as an RFC 2253 name.
+    certificate: RefCell<Option<String>>,
     /// Set when the connection must close once the responses so far are written (a failed
     /// authentication).
     closing: Cell<bool>,
@@ -76,17 +79,27 @@ impl Session {
             sasl,
             phase: RefCell::new(Phase::Idle),
             authenticated: RefCell::new(None),
+            certificate: RefCell::new(None),
             closing: Cell::new(false),
         }
     }
 
-    /// The principal requests run as: `User:<name>` once authenticated with SASL,
-    /// `User:ANONYMOUS` otherwise (Kafka's names).
+    /// The principal requests run as, as Kafka names it: `User:<name>` once authenticated
+    /// with SASL, else `User:<certificate subject>` for a client that showed a certificate
+    /// (mutual TLS), else `User:ANONYMOUS`.
     pub fn principal(&self) -> String {
-        match &*self.authenticated.borrow() {
-            Some(a) => format!("User:{}", a.user),
+        if let Some(a) = &*self.authenticated.borrow() {
+            return format!("User:{}", a.user);
+        }
+        match &*self.certificate.borrow() {
+            Some(subject) => format!("User:{subject}"),
             None => "User:ANONYMOUS".into(),
         }
+    }
+
+    /// Records the subject of the certificate the client showed in the TLS handshake.
+    pub fn set_certificate(&self, subject: String) {
+        *self.certificate.borrow_mut() = Some(subject);
     }
 
     /// Whether the connection must close once its responses so far are written.

@@ -98,7 +98,13 @@ pub async fn accept_loop(
             let served = match tls {
                 None => serve(&shard, stream, session, memory).await,
                 Some(acceptor) => match super::tls::handshake(&acceptor, stream).await {
-                    Ok(s) => serve(&shard, s, session, memory).await,
+                    Ok(s) => {
+                        if let Some(subject) = super::tls::client_subject(&s) {
+                            tracing::debug!(%peer, %subject, "client certificate");
+                            session.set_certificate(subject);
+                        }
+                        serve(&shard, s, session, memory).await
+                    }
                     Err(e) => {
                         tracing::info!(%peer, error = %e, "TLS handshake failed; closing");
                         Ok(())

@@ -88,6 +88,13 @@ fn server_config(
     Ok(Arc::new(server))
 }
 
+/// The RFC 2253 subject of the certificate the client showed (mutual TLS), if it showed one.
+pub fn client_subject(stream: &futures_rustls::server::TlsStream<TcpStream>) -> Option<String> {
+    let (_, conn) = stream.get_ref();
+    let leaf = conn.peer_certificates()?.first()?;
+    crate::auth::principal::subject_name(leaf.as_ref())
+}
+
 /// Runs the server side of the handshake on `stream`, within [`HANDSHAKE_TIMEOUT`].
 pub async fn handshake(
     acceptor: &TlsAcceptor,

@@ -4,7 +4,8 @@ API: a user gets exactly what its ACLs allow (LITERAL and PREFIXED patterns, imp
 a DENY winning over an ALLOW, host-specific ACLs), TOPIC_AUTHORIZATION_FAILED,
 GROUP_AUTHORIZATION_FAILED and CLUSTER_AUTHORIZATION_FAILED otherwise, Metadata shows only the
 topics it may describe, super users may do everything, and the ACLs survive a restart where the
-storage keeps data. Without an authorizer kafka-acls is told security is disabled.
+storage keeps data. Without an authorizer kafka-acls is told security is disabled. With mutual
+TLS the principal is the client certificate's subject.
 
 Each test starts its own Kelp (same storage as the pass), SASL_PLAINTEXT with SCRAM users."""
 
@@ -14,10 +15,12 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                  NewTopic, ResourcePatternType, ResourceType)
 
 import conftest
 from test_listeners import ListenersBroker
+from test_tls import make_cert, pki, tls_conf  # noqa: F401 (pki is a fixture)
 
 pytestmark = pytest.mark.skipif(bool(conftest.EXTERNAL), reason="starts Kelps of its own")
 
@@ -183,3 +186,30 @@ def test_kafka_acls_without_an_authorizer_is_told_security_is_disabled(sw, tmp_p
         bob_admin = AdminClient(conf(b, "bob"))
         bob_admin.create_topics([NewTopic(t, 1, 1)])[t].result(30)
         assert produce(conf(b, "bob"), t, 3) == [0] * 3
+
+
+def test_mtls_principal_is_the_certificate_subject(pki, sw):  # noqa: F811
+    """With mutual TLS the principal is `User:` and the client certificate's subject (RFC
+    2253), as Kafka's: an ACL for User:CN=alice lets the client showing alice's certificate
+    in, and nobody else."""
+    make_cert(pki, "ca", "admin", "admin")
+    args = ["--ssl-certificate-file", f"{pki}/server.pem", "--ssl-key-file", f"{pki}/server.key",
+            "--ssl-client-ca-file", f"{pki}/ca.pem", "--authorizer", "acl",
+            "--super-users", "User:CN=admin"]
+    cls = functools.partial(ListenersBroker, more={"SSL": "SSL"})
+    with conftest.running_broker(cls, "kelp-mtls-acls-", args, seaweed=sw) as b:
+        ssl = f"127.0.0.1:{b.ports['SSL']}"
+        admin, alice = tls_conf(ssl, pki, cert="admin"), tls_conf(ssl, pki, cert="client")
+        sfx = uuid.uuid4().hex[:6]
+        ok, no = f"mtls-ok-{sfx}", f"mtls-no-{sfx}"
+        a = AdminClient(admin)
+        for t in (ok, no):
+            a.create_topics([NewTopic(t, 1, 1)])[t].result(30)
+        binding = AclBinding(ResourceType.TOPIC, ok, ResourcePatternType.LITERAL, "User:CN=alice",
+                             "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+        a.create_acls([binding])[binding].result(15)
+        assert produce(alice, ok) == [0] * 5
+        assert produce(alice, no, 1) == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+        # The plaintext listener's clients are User:ANONYMOUS: no ACL, nothing allowed.
+        assert produce({"bootstrap.servers": b.bootstrap}, ok, 1) == \
+            [KafkaError.TOPIC_AUTHORIZATION_FAILED]
