@@ -19,10 +19,10 @@ use bytes::{Buf, BytesMut};
 use futures::channel::oneshot;
 use futures::future::Either;
 use futures_lite::AsyncReadExt;
-use futures_rustls::TlsAcceptor;
 use glommio::net::TcpListener;
 
 use super::budget::{Lease, RequestMemory, IDLE_CHUNK};
+use super::tls::SharedAcceptor;
 use super::wire::Wire;
 use crate::api;
 use crate::auth::sasl::Sasl;
@@ -62,10 +62,9 @@ pub async fn accept_loop(
     socket: TcpListener,
     memory: Arc<RequestMemory>,
     listener: Arc<Listener>,
-    tls: Option<TlsAcceptor>,
+    tls: SharedAcceptor,
     sasl: Arc<Sasl>,
 ) {
-    let tls = tls.filter(|_| listener.protocol.tls());
     loop {
         let stream = match socket.accept().await {
             Ok(s) => s,
@@ -90,7 +89,13 @@ pub async fn accept_loop(
         )));
         let fd = std::os::unix::io::AsRawFd::as_raw_fd(&stream);
         OPEN.with(|o| o.borrow_mut().insert(fd));
-        let (shard, memory, tls) = (shard.clone(), memory.clone(), tls.clone());
+        // The certificate in use now (SIGHUP may have replaced it since the last one).
+        let tls = if listener.protocol.tls() {
+            tls.load_full()
+        } else {
+            None
+        };
+        let (shard, memory) = (shard.clone(), memory.clone());
         let session = Rc::new(Session::new(&peer, listener.clone(), Some(sasl.clone())));
         glommio::spawn_local(async move {
             shard.connections.set(shard.connections.get() + 1);

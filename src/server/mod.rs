@@ -132,7 +132,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     drop((probes, shard_probes));
 
     // Certificates are read once, here: a bad file stops the start with its name.
-    let tls = tls::acceptor(&config)?;
+    let tls = tls::shared(&config)?;
     if config
         .sasl_bootstrap_users
         .as_ref()
@@ -141,6 +141,10 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
         bail!("--sasl-bootstrap-users: no such file");
     }
     let config = Arc::new(config);
+    {
+        let (config, tls) = (config.clone(), tls.clone());
+        shutdown::on_reload(move || tls::reload(&config, &tls));
+    }
     // The one place the storage engine is chosen; nothing after this asks which one runs.
     let crate::storage::Storage { cluster, engine } = crate::storage::select(&config, cores.len())?;
     let sasl = Arc::new(Sasl::new(

@@ -20,6 +20,33 @@ use crate::config::Config;
 /// How long a client has to complete the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The TLS acceptor connections take at accept time: replaced whole by [`reload`] (SIGHUP),
+/// so a new connection gets the new certificate and established ones keep theirs.
+pub type SharedAcceptor = Arc<arc_swap::ArcSwapOption<TlsAcceptor>>;
+
+/// The shared acceptor for `config`'s TLS listeners, empty when every listener speaks
+/// plaintext.
+pub fn shared(config: &Config) -> anyhow::Result<SharedAcceptor> {
+    Ok(Arc::new(arc_swap::ArcSwapOption::new(
+        acceptor(config)?.map(Arc::new),
+    )))
+}
+
+/// Reads the certificate, key and client CA files again into `shared`; a file that does not
+/// read or parse is logged and the certificate in use stays.
+pub fn reload(config: &Config, shared: &SharedAcceptor) {
+    match acceptor(config) {
+        Ok(Some(a)) => {
+            shared.store(Some(Arc::new(a)));
+            tracing::info!("TLS certificates reloaded");
+        }
+        Ok(None) => tracing::info!("SIGHUP: no TLS listener, nothing to reload"),
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "TLS reload failed; keeping the certificates in use")
+        }
+    }
+}
+
 /// The acceptor for `config`'s TLS listeners (one certificate for all of them), None when
 /// every listener speaks plaintext.
 pub fn acceptor(config: &Config) -> anyhow::Result<Option<TlsAcceptor>> {

@@ -3,7 +3,7 @@ client) produce and consume over TLS, verifying Kelp's certificate against a CA 
 makes with openssl (never a committed key); with --ssl-client-ca-file a client must show a
 certificate from that CA (mTLS). A plaintext client, a client trusting another CA, an expired
 server certificate and a client without a certificate on an mTLS listener all fail their
-connection, and Kelp keeps serving the good ones.
+connection, and Kelp keeps serving the good ones. SIGHUP reloads the certificate files.
 
 Each test starts its own Kelp (same storage as the pass)."""
 
@@ -11,6 +11,7 @@ import datetime
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -191,3 +192,37 @@ def test_java_client_over_tls(pki, sw, tmp_path):
                                        500, config=conf)
         assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-4000:]}"
         assert out.stdout.count(" 500") == 5, out.stdout
+
+
+def test_sighup_reloads_the_certificate(pki, sw, tmp_path):
+    """SIGHUP reads the certificate files again: new connections get the new certificate,
+    and a file that does not parse leaves the one in use."""
+    make_cert(pki, "other-ca", "server2", "127.0.0.1")
+    live = tmp_path / "live"
+    live.mkdir()
+    for ext in ("pem", "key"):
+        shutil.copy(os.path.join(pki, f"server.{ext}"), live / f"server.{ext}")
+    args = ["--security-protocol", "SSL", "--ssl-certificate-file", str(live / "server.pem"),
+            "--ssl-key-file", str(live / "server.key")]
+    with conftest.running_broker(conftest.Broker, "kelp-tls-reload-", args, seaweed=sw) as b:
+        round_trip(tls_conf(b.bootstrap, pki), n=20)
+
+        def reload(expect):
+            since = b.log_size()
+            os.kill(b.proc.pid, signal.SIGHUP)
+            deadline = time.time() + 10
+            while expect not in b.log_tail(since) and time.time() < deadline:
+                time.sleep(0.05)
+            assert expect in b.log_tail(since), b.log_tail(since)
+
+        # A broken file: logged, and the old certificate still serves.
+        (live / "server.pem").write_text("garbage\n")
+        reload("TLS reload failed")
+        round_trip(tls_conf(b.bootstrap, pki), n=20)
+        # The certificate from the other CA: clients of the old CA are refused now.
+        for ext in ("pem", "key"):
+            shutil.copy(os.path.join(pki, f"server2.{ext}"), live / f"server.{ext}")
+        reload("TLS certificates reloaded")
+        assert cannot_connect(tls_conf(b.bootstrap, pki))
+        round_trip(tls_conf(b.bootstrap, pki, ca="other-ca"), n=20)
+        assert b.alive()
