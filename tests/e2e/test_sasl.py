@@ -10,6 +10,7 @@ Each test starts its own Kelp (same storage as the pass)."""
 
 import functools
 import os
+import shutil
 import subprocess
 import time
 import uuid
@@ -20,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 import conftest
 import kwire
+from conftest import require
 from test_listeners import ListenersBroker
 from test_tls import pki, round_trip  # noqa: F401 (pki is a fixture)
 
@@ -91,6 +93,31 @@ def test_java_client_over_sasl_ssl_with_scram(sasl_broker, pki, tmp_path):  # no
                                    f"sasl-java-{uuid.uuid4().hex[:6]}", 300, config=conf)
     assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-4000:]}"
     assert out.stdout.count(" 300") == 5, out.stdout
+
+
+def test_kafkajs_over_sasl_ssl(sasl_broker, pki):  # noqa: F811
+    """kafkajs (tests/node) consumers in one group over SASL_SSL with SCRAM-SHA-512 and with
+    PLAIN; a wrong password fails its connect with an authentication error."""
+    require(shutil.which("node") is not None and shutil.which("npm") is not None, "node/npm")
+    node = conftest.ROOT / "tests/node"
+    if not (node / "node_modules/kafkajs").exists():
+        r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=node,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    bs = f"127.0.0.1:{sasl_broker.ports['SASL_SSL']}"
+
+    def run(sasl):
+        topic = f"js-{uuid.uuid4().hex[:8]}"
+        env = dict(os.environ, KELP_SSL_CA=os.path.join(pki, "ca.pem"), KELP_SASL=sasl)
+        return subprocess.run(["node", "groupcheck.js", bs, topic, f"g-{topic}", "300"],
+                              cwd=node, env=env, capture_output=True, text=True, timeout=90)
+
+    for mech in ("scram-sha-512", "plain"):
+        out = run(f"{mech}:{ADMIN[0]}:{ADMIN[1]}")
+        assert out.returncode == 0 and "OK 300" in out.stdout, out.stdout + out.stderr[-3000:]
+    out = run(f"scram-sha-256:{ADMIN[0]}:wrong")
+    assert out.returncode != 0 and "FAIL connect" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert "SASL" in out.stdout or "uthentication" in out.stdout, out.stdout
 
 
 def configs(b, pki, tmp_path, *args):  # noqa: F811

@@ -1,11 +1,21 @@
 // Two kafkajs consumers in one group on a 6-partition topic: produces n messages, consumes
 // until all are seen, prints "OK <n>" if assignments were disjoint and covered every
 // partition and no message came twice. Args: bootstrap topic group n. Bounded by 60 s.
+// A connection refused by the broker (e.g. wrong SASL credentials) prints "FAIL connect: ...".
 const { Kafka, logLevel } = require("kafkajs");
 
 const [bootstrap, topic, group, nStr] = process.argv.slice(2);
 const n = Number(nStr);
-const kafka = new Kafka({ brokers: [bootstrap], clientId: "kelp-e2e", logLevel: logLevel.NOTHING });
+// Optional security from the environment: KELP_SSL_CA (a PEM file: TLS trusting it) and
+// KELP_SASL ("mechanism:user:password", e.g. "scram-sha-512:alice:secret").
+const fs = require("fs");
+const config = { brokers: [bootstrap], clientId: "kelp-e2e", logLevel: logLevel.NOTHING };
+if (process.env.KELP_SSL_CA) config.ssl = { ca: [fs.readFileSync(process.env.KELP_SSL_CA)] };
+if (process.env.KELP_SASL) {
+  const [mechanism, username, ...rest] = process.env.KELP_SASL.split(":");
+  config.sasl = { mechanism, username, password: rest.join(":") };
+}
+const kafka = new Kafka(config);
 
 function fail(msg) {
   console.log("FAIL " + msg);
@@ -14,8 +24,13 @@ function fail(msg) {
 
 async function main() {
   const timer = setTimeout(() => fail("timed out"), 60000);
-  const admin = kafka.admin();
-  await admin.connect();
+  // With SASL a refused connection is what is checked: the admin does not retry it.
+  const admin = kafka.admin(process.env.KELP_SASL ? { retry: { retries: 0 } } : {});
+  try {
+    await admin.connect();
+  } catch (e) {
+    fail("connect: " + (e.type || e.name) + ": " + e.message);
+  }
   await admin.createTopics({ topics: [{ topic, numPartitions: 6 }] });
   await admin.disconnect();
 
