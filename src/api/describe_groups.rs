@@ -20,7 +20,11 @@ pub async fn handle(
         let name = gid.0.to_string();
         let mut d = DescribedGroup::default().with_group_id(gid);
         // Kafka reports "authorized operations" as not requested with i32::MIN.
-        d.authorized_operations = i32::MIN;
+        d.authorized_operations = if req.include_authorized_operations {
+            ctx.authorized_operations(ResourceType::Group, &name)
+        } else {
+            i32::MIN
+        };
         let out = if !ctx.allowed(Operation::Describe, ResourceType::Group, &name) {
             Err(KelpError::GroupAuthorizationFailed)
         } else {

@@ -16,12 +16,12 @@ use crate::cluster::{Cluster, TopicMeta};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
-fn topic_entry(meta: &TopicMeta, cluster: &Cluster) -> MetadataResponseTopic {
+fn topic_entry(meta: &TopicMeta, cluster: &Cluster, ops: i32) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     t.error_code = code::NONE;
     t.name = Some(topic_name(meta.name.clone()));
     t.topic_id = meta.id;
-    t.topic_authorized_operations = i32::MIN;
+    t.topic_authorized_operations = ops;
     t.partitions = (0..meta.partitions)
         .map(|i| {
             let (leader, epoch) = cluster.leader(&meta.name, i);
@@ -61,6 +61,15 @@ pub async fn handle(
         _ => None,
     };
     let allow_auto = v < 4 || req.allow_auto_topic_creation;
+    // Kafka's "not asked for" is i32::MIN (v8-v10 ask per request; later versions for
+    // topics only).
+    let topic_ops = |name: &str| {
+        if v >= 8 && req.include_topic_authorized_operations {
+            ctx.authorized_operations(ResourceType::Topic, name)
+        } else {
+            i32::MIN
+        }
+    };
     let topics: Vec<MetadataResponseTopic> = match requested {
         None => {
             let snap = cluster.snapshot();
@@ -71,7 +80,9 @@ pub async fn handle(
                 .filter(|m| ctx.allowed(Operation::Describe, ResourceType::Topic, &m.name))
                 .collect();
             all.sort_by(|a, b| a.name.cmp(&b.name));
-            all.into_iter().map(|m| topic_entry(m, cluster)).collect()
+            all.into_iter()
+                .map(|m| topic_entry(m, cluster, topic_ops(&m.name)))
+                .collect()
         }
         Some(ts) => {
             let mut out = Vec::with_capacity(ts.len());
@@ -93,7 +104,7 @@ pub async fn handle(
                     Some(name) => {
                         let create = allow_auto && ctx.may_create_topic(name.0.as_str());
                         match ctx.shard.topic_or_create(name.0.as_str(), create).await {
-                            Ok(Some(m)) => topic_entry(&m, cluster),
+                            Ok(Some(m)) => topic_entry(&m, cluster, topic_ops(&m.name)),
                             Ok(None) => error_entry(
                                 Some(name.0.as_str()),
                                 t.topic_id,
@@ -108,7 +119,7 @@ pub async fn handle(
                         {
                             error_entry(None, t.topic_id, &KelpError::TopicAuthorizationFailed)
                         }
-                        Some(m) => topic_entry(m, cluster),
+                        Some(m) => topic_entry(m, cluster, topic_ops(&m.name)),
                         None => error_entry(None, t.topic_id, &KelpError::UnknownTopicId),
                     },
                 });
@@ -131,7 +142,12 @@ pub async fn handle(
         .collect();
     resp.cluster_id = Some(sb(cluster.cluster_id.clone()));
     resp.controller_id = BrokerId(cluster.controller().id);
-    resp.cluster_authorized_operations = i32::MIN;
+    resp.cluster_authorized_operations =
+        if (8..=10).contains(&v) && req.include_cluster_authorized_operations {
+            ctx.authorized_operations(ResourceType::Cluster, crate::auth::acl::CLUSTER_NAME)
+        } else {
+            i32::MIN
+        };
     resp.topics = topics;
     encoded(Response::encode(&ctx.header, &resp))
 }

@@ -129,6 +129,43 @@ impl RequestContext {
         }
     }
 
+    /// Kafka's authorized-operations bit set of `name` of `resource_type` for this request's
+    /// principal (bit `1 << operation code` per operation it may do), for Metadata,
+    /// DescribeCluster and DescribeGroups clients that ask for it.
+    pub fn authorized_operations(&self, resource_type: ResourceType, name: &str) -> i32 {
+        use Operation::*;
+        let ops: &[Operation] = match resource_type {
+            ResourceType::Topic => &[
+                Read,
+                Write,
+                Create,
+                Delete,
+                Alter,
+                Describe,
+                DescribeConfigs,
+                AlterConfigs,
+            ],
+            ResourceType::Group => &[Read, Describe, Delete],
+            ResourceType::Cluster => &[
+                Create,
+                Alter,
+                Describe,
+                ClusterAction,
+                DescribeConfigs,
+                AlterConfigs,
+                IdempotentWrite,
+                CreateTokens,
+                DescribeTokens,
+            ],
+            ResourceType::TransactionalId => &[Describe, Write],
+            ResourceType::DelegationToken => &[Describe],
+            ResourceType::User => &[CreateTokens, DescribeTokens],
+        };
+        ops.iter()
+            .filter(|op| self.allowed(**op, resource_type, name))
+            .fold(0, |bits, op| bits | (1 << op.code()))
+    }
+
     /// Whether this request's principal may create topic `name` (CREATE on the cluster or
     /// on the topic), for explicit and automatic creation alike.
     pub fn may_create_topic(&self, name: &str) -> bool {

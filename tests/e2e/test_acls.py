@@ -14,7 +14,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
                                   NewTopic, ResourcePatternType, ResourceType)
 
@@ -143,6 +143,12 @@ def test_acls_decide_what_each_user_may_do(sw, tmp_path):
         assert err == KafkaError.GROUP_AUTHORIZATION_FAILED
         seen = topics_seen(alice)
         assert orders in seen and logs in seen and secret not in seen, seen
+        # The operations Metadata reports as authorized (KIP-430): READ and the DESCRIBE it
+        # implies on orders.
+        alice_admin = AdminClient(alice)
+        desc = alice_admin.describe_topics(
+            TopicCollection([orders]), include_authorized_operations=True)[orders].result(15)
+        assert set(desc.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
 
         # bob has no ACL: sees no topic, may neither produce, create, nor read the ACLs.
         assert not topics_seen(bob) & {orders, logs, secret}
