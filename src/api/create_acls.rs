@@ -37,13 +37,7 @@ pub async fn handle(
     ctx: &RequestContext,
     req: CreateAclsRequest,
 ) -> Result<Response, ConnectionError> {
-    let gate = if ctx.shard.cluster.authorizer.is_none() {
-        Err(KelpError::SecurityDisabled)
-    } else if !ctx.cluster_allowed(Operation::Alter) {
-        Err(KelpError::ClusterAuthorizationFailed)
-    } else {
-        Ok(())
-    };
+    let gate = ctx.acl_admin(Operation::Alter);
     let mut resp = CreateAclsResponse::default();
     for c in &req.creations {
         let outcome = match &gate {

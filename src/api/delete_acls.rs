@@ -17,13 +17,7 @@ pub async fn handle(
     ctx: &RequestContext,
     req: DeleteAclsRequest,
 ) -> Result<Response, ConnectionError> {
-    let gate = if ctx.shard.cluster.authorizer.is_none() {
-        Err(KelpError::SecurityDisabled)
-    } else if !ctx.cluster_allowed(Operation::Alter) {
-        Err(KelpError::ClusterAuthorizationFailed)
-    } else {
-        Ok(())
-    };
+    let gate = ctx.acl_admin(Operation::Alter);
     let mut resp = DeleteAclsResponse::default();
     for f in &req.filters {
         let filter = AclFilter::from_wire(

@@ -21,13 +21,9 @@ pub fn handle(ctx: &RequestContext, req: DescribeAclsRequest) -> Result<Response
         req.operation,
         req.permission_type,
     );
-    let outcome = if ctx.shard.cluster.authorizer.is_none() {
-        Err(KelpError::SecurityDisabled)
-    } else if !ctx.cluster_allowed(Operation::Describe) {
-        Err(KelpError::ClusterAuthorizationFailed)
-    } else {
+    let outcome = ctx.acl_admin(Operation::Describe).and_then(|()| {
         filter.ok_or_else(|| KelpError::InvalidRequest("unknown filter code".into()))
-    };
+    });
     match outcome {
         Ok(filter) => {
             let found = ctx.shard.cluster.acls.matching(&filter);

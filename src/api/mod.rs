@@ -166,6 +166,18 @@ impl RequestContext {
             .fold(0, |bits, op| bits | (1 << op.code()))
     }
 
+    /// Whether this request may administer ACLs with `op` on the cluster (ALTER to change
+    /// them, DESCRIBE to list them): SECURITY_DISABLED without an authorizer, as Kafka.
+    pub fn acl_admin(&self, op: Operation) -> Result<(), KelpError> {
+        if self.shard.cluster.authorizer.is_none() {
+            Err(KelpError::SecurityDisabled)
+        } else if !self.cluster_allowed(op) {
+            Err(KelpError::ClusterAuthorizationFailed)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Whether this request's principal may create topic `name` (CREATE on the cluster or
     /// on the topic), for explicit and automatic creation alike.
     pub fn may_create_topic(&self, name: &str) -> bool {

@@ -14,6 +14,7 @@ mod groups;
 mod misc;
 mod offsets;
 mod produce;
+mod security;
 mod topics;
 
 use std::cell::Cell;
