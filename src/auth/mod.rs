@@ -97,9 +97,9 @@ impl Session {
         }
     }
 
-    /// Records the subject of the certificate the client showed in the TLS handshake.
-    pub fn set_certificate(&self, subject: String) {
-        *self.certificate.borrow_mut() = Some(subject);
+    /// Records the principal name the client's certificate maps to (mutual TLS).
+    pub fn set_certificate(&self, name: String) {
+        *self.certificate.borrow_mut() = Some(name);
     }
 
     /// Whether the connection must close once its responses so far are written.

@@ -122,6 +122,13 @@ pub struct Config {
     #[arg(long, value_parser = parse_protocol_map)]
     pub listener_security_protocol_map: Option<ProtocolMap>,
 
+    /// How a client certificate's subject (RFC 2253, "CN=alice,OU=eng") becomes the principal's
+    /// name, as Kafka's `ssl.principal.mapping.rules`: "RULE:pattern/replacement/[LU],...,
+    /// DEFAULT" (the first rule matching the whole subject wins; DEFAULT keeps it whole; a
+    /// subject no rule matches is refused).
+    #[arg(long, default_value = "DEFAULT")]
+    pub ssl_principal_mapping_rules: String,
+
     /// SASL mechanisms clients of SASL_PLAINTEXT and SASL_SSL listeners may use, as Kafka's
     /// `sasl.enabled.mechanisms`: any of SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (PLAIN checks
     /// the password against the user's SCRAM credential).

@@ -25,6 +25,7 @@ use super::budget::{Lease, RequestMemory, IDLE_CHUNK};
 use super::tls::SharedAcceptor;
 use super::wire::Wire;
 use crate::api;
+use crate::auth::principal::PrincipalRules;
 use crate::auth::sasl::Sasl;
 use crate::auth::Session;
 use crate::config::Listener;
@@ -64,6 +65,7 @@ pub async fn accept_loop(
     listener: Arc<Listener>,
     tls: SharedAcceptor,
     sasl: Arc<Sasl>,
+    rules: Arc<PrincipalRules>,
 ) {
     loop {
         let stream = match socket.accept().await {
@@ -95,7 +97,7 @@ pub async fn accept_loop(
         } else {
             None
         };
-        let (shard, memory) = (shard.clone(), memory.clone());
+        let (shard, memory, rules) = (shard.clone(), memory.clone(), rules.clone());
         let session = Rc::new(Session::new(&peer, listener.clone(), Some(sasl.clone())));
         glommio::spawn_local(async move {
             shard.connections.set(shard.connections.get() + 1);
@@ -103,13 +105,21 @@ pub async fn accept_loop(
             let served = match tls {
                 None => serve(&shard, stream, session, memory).await,
                 Some(acceptor) => match super::tls::handshake(&acceptor, stream).await {
-                    Ok(s) => {
-                        if let Some(subject) = super::tls::client_subject(&s) {
-                            tracing::debug!(%peer, %subject, "client certificate");
-                            session.set_certificate(subject);
-                        }
-                        serve(&shard, s, session, memory).await
-                    }
+                    Ok(s) => match super::tls::client_subject(&s) {
+                        None => serve(&shard, s, session, memory).await,
+                        Some(subject) => match rules.apply(&subject) {
+                            Some(name) => {
+                                tracing::debug!(%peer, %subject, principal = %name, "client certificate");
+                                session.set_certificate(name);
+                                serve(&shard, s, session, memory).await
+                            }
+                            None => {
+                                tracing::info!(%peer, %subject,
+                                    "no --ssl-principal-mapping-rules rule matches the client certificate; closing");
+                                Ok(())
+                            }
+                        },
+                    },
                     Err(e) => {
                         tracing::info!(%peer, error = %e, "TLS handshake failed; closing");
                         Ok(())

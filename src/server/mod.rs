@@ -19,6 +19,7 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement, PoolPlacement};
 
+use crate::auth::principal::PrincipalRules;
 use crate::auth::sasl::Sasl;
 use crate::config::{Config, Listener};
 use crate::metrics::{self, Registry};
@@ -147,6 +148,10 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     }
     // The one place the storage engine is chosen; nothing after this asks which one runs.
     let crate::storage::Storage { cluster, engine } = crate::storage::select(&config, cores.len())?;
+    let rules = Arc::new(
+        PrincipalRules::parse(&config.ssl_principal_mapping_rules)
+            .map_err(|e| anyhow::anyhow!("--ssl-principal-mapping-rules: {e}"))?,
+    );
     let sasl = Arc::new(Sasl::new(
         cluster.credentials.clone(),
         &config.sasl_enabled_mechanisms.0,
@@ -169,7 +174,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     let mut handles = Vec::with_capacity(cores.len());
     for &core in &cores {
         let memory = request_memory.clone();
-        let (registry, config, cluster, mesh, ready, engine, tls, listeners, sasl) = (
+        let (registry, config, cluster, mesh, ready, engine, tls, listeners, sasl, rules) = (
             registry.clone(),
             config.clone(),
             cluster.clone(),
@@ -179,6 +184,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
             tls.clone(),
             listeners.clone(),
             sasl.clone(),
+            rules.clone(),
         );
         let pool = PoolPlacement::Custom(vec![
             CpuSet::online()
@@ -273,6 +279,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                         l,
                         tls.clone(),
                         sasl.clone(),
+                        rules.clone(),
                     )
                 }));
                 futures::future::select(std::pin::pin!(accept), std::pin::pin!(shutdown::wait()))

@@ -20,7 +20,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
 
 import conftest
 from test_listeners import ListenersBroker
-from test_tls import make_cert, pki, tls_conf  # noqa: F401 (pki is a fixture)
+from test_tls import cannot_connect, make_cert, pki, tls_conf  # noqa: F401 (pki is a fixture)
 
 pytestmark = pytest.mark.skipif(bool(conftest.EXTERNAL), reason="starts Kelps of its own")
 
@@ -219,3 +219,27 @@ def test_mtls_principal_is_the_certificate_subject(pki, sw):  # noqa: F811
         # The plaintext listener's clients are User:ANONYMOUS: no ACL, nothing allowed.
         assert produce({"bootstrap.servers": b.bootstrap}, ok, 1) == \
             [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_ssl_principal_mapping_rules(pki, sw):  # noqa: F811
+    """--ssl-principal-mapping-rules as Kafka's: RULE:^CN=([^,]*)$/$1/L turns CN=alice into
+    User:alice; a certificate no rule matches is refused."""
+    make_cert(pki, "ca", "admin", "admin")
+    make_cert(pki, "ca", "nocn", "x", subj="/O=nobody")
+    args = ["--ssl-certificate-file", f"{pki}/server.pem", "--ssl-key-file", f"{pki}/server.key",
+            "--ssl-client-ca-file", f"{pki}/ca.pem", "--authorizer", "acl",
+            "--super-users", "User:admin", "--ssl-principal-mapping-rules",
+            "RULE:^CN=([^,]*)$/$1/L"]
+    cls = functools.partial(ListenersBroker, more={"SSL": "SSL"})
+    with conftest.running_broker(cls, "kelp-mtls-rules-", args, seaweed=sw) as b:
+        ssl = f"127.0.0.1:{b.ports['SSL']}"
+        admin, alice = tls_conf(ssl, pki, cert="admin"), tls_conf(ssl, pki, cert="client")
+        t = f"rules-{uuid.uuid4().hex[:6]}"
+        a = AdminClient(admin)
+        a.create_topics([NewTopic(t, 1, 1)])[t].result(30)
+        binding = AclBinding(ResourceType.TOPIC, t, ResourcePatternType.LITERAL, "User:alice",
+                             "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+        a.create_acls([binding])[binding].result(15)
+        assert produce(alice, t) == [0] * 5
+        assert cannot_connect(tls_conf(ssl, pki, cert="nocn"))
+        assert b.alive()

@@ -42,10 +42,10 @@ def make_ca(d, name):
             "-subj", f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.pem", cwd=d)
 
 
-def make_cert(d, ca, name, cn, days=2, expired=False):
-    """A certificate for `cn` (SAN IP 127.0.0.1) signed by `ca`; `expired`: valid only in
-    the past."""
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}",
+def make_cert(d, ca, name, cn, days=2, expired=False, subj=None):
+    """A certificate for `cn` (SAN IP 127.0.0.1; subject /CN=cn unless `subj`) signed by `ca`;
+    `expired`: valid only in the past."""
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subj or f"/CN={cn}",
             "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
     with open(os.path.join(d, f"{name}.ext"), "w") as f:
         f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
