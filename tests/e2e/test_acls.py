@@ -22,7 +22,10 @@ import conftest
 from test_listeners import ListenersBroker
 from test_tls import cannot_connect, make_cert, pki, tls_conf  # noqa: F401 (pki is a fixture)
 
-pytestmark = pytest.mark.skipif(bool(conftest.EXTERNAL), reason="starts Kelps of its own")
+# Its Kelps choose --advertise-shards per test, so the --advertise-shards pass of the suite
+# would only repeat the local pass.
+pytestmark = pytest.mark.skipif(bool(conftest.EXTERNAL) or conftest.ADVERTISE_SHARDS,
+                                reason="starts Kelps of its own (once per storage engine)")
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 
