@@ -110,7 +110,7 @@ fn until_slash(s: &str) -> Option<(String, &str)> {
 }
 
 impl PrincipalRules {
-    /// Parses "RULE:pattern/replacement/[LU],...,DEFAULT" ('/' escaped as "\\/").
+    /// Parses `RULE:pattern/replacement/[LU],...,DEFAULT` (`/` escaped as `\/`).
     pub fn parse(spec: &str) -> Result<Self, String> {
         let mut rules = Vec::new();
         let mut rest = spec.trim_start_matches([',', ' ']);

@@ -123,8 +123,8 @@ pub struct Config {
     pub listener_security_protocol_map: Option<ProtocolMap>,
 
     /// How a client certificate's subject (RFC 2253, "CN=alice,OU=eng") becomes the principal's
-    /// name, as Kafka's `ssl.principal.mapping.rules`: "RULE:pattern/replacement/[LU],...,
-    /// DEFAULT" (the first rule matching the whole subject wins; DEFAULT keeps it whole; a
+    /// name, as Kafka's `ssl.principal.mapping.rules`: `RULE:pattern/replacement/[LU],...,DEFAULT`
+    /// (the first rule matching the whole subject wins; DEFAULT keeps it whole; a
     /// subject no rule matches is refused).
     #[arg(long, default_value = "DEFAULT")]
     pub ssl_principal_mapping_rules: String,
