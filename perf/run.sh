@@ -213,7 +213,7 @@ start_kafka_tls() {
   make_pki || return 1
   local dir="$WORK/kafka-tls" ssl=$((PORT_KAFKA_TLS + 2)) ctl=$((PORT_KAFKA_TLS + 1))
   rm -rf "$dir"
-  KAFKA_TLS_CONFIG=$'\n'"listeners=PLAINTEXT://127.0.0.1:$PORT_KAFKA_TLS,SSL://127.0.0.1:$ssl,CONTROLLER://127.0.0.1:$ctl"$'\n'"advertised.listeners=PLAINTEXT://127.0.0.1:$PORT_KAFKA_TLS,SSL://127.0.0.1:$ssl"$'\n'"ssl.keystore.type=PEM"$'\n'"ssl.keystore.location=$PKI/kafka-keystore.pem"$'\n'"ssl.truststore.type=PEM"$'\n'"ssl.truststore.location=$PKI/ca.pem" \
+  KAFKA_TLS_CONFIG=$'\n'"listeners=PLAINTEXT://127.0.0.1:$PORT_KAFKA_TLS,SSL://127.0.0.1:$ssl,CONTROLLER://127.0.0.1:$ctl"$'\n'"advertised.listeners=PLAINTEXT://127.0.0.1:$PORT_KAFKA_TLS,SSL://127.0.0.1:$ssl"$'\n'"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT"$'\n'"ssl.keystore.type=PEM"$'\n'"ssl.keystore.location=$PKI/kafka-keystore.pem"$'\n'"ssl.truststore.type=PEM"$'\n'"ssl.truststore.location=$PKI/ca.pem" \
     "$HERE/kafka.sh" start "$PORT_KAFKA_TLS" "$dir" >&2 || return 1
   BROKER_PID="$(cat "$dir/kafka.pid")"; BROKER_PORT=$ssl
   BROKER_FLAGS="kafka SSL listener ${KAFKA_HEAP:--Xmx1g -Xms1g}"
