@@ -35,6 +35,7 @@ use crate::metrics::Kind;
 use crate::protocol::versions::key;
 use crate::protocol::{frame, RequestHeader, Response};
 use crate::shard::Shard;
+use futures_rustls::TlsAcceptor;
 
 /// Produce requests slower than this are logged (fetches and group joins wait by design).
 const SLOW_REQUEST: std::time::Duration = std::time::Duration::from_secs(2);
@@ -104,27 +105,12 @@ pub async fn accept_loop(
             shard.stats.connections.fetch_add(1, Ordering::Relaxed);
             let served = match tls {
                 None => serve(&shard, stream, session, memory).await,
-                Some(acceptor) => match super::tls::handshake(&acceptor, stream).await {
-                    Ok(s) => match super::tls::client_subject(&s) {
-                        None => serve(&shard, s, session, memory).await,
-                        Some(subject) => match rules.apply(&subject) {
-                            Some(name) => {
-                                tracing::debug!(%peer, %subject, principal = %name, "client certificate");
-                                session.set_certificate(name);
-                                serve(&shard, s, session, memory).await
-                            }
-                            None => {
-                                tracing::info!(%peer, %subject,
-                                    "no --ssl-principal-mapping-rules rule matches the client certificate; closing");
-                                Ok(())
-                            }
-                        },
-                    },
-                    Err(e) => {
-                        tracing::info!(%peer, error = %e, "TLS handshake failed; closing");
-                        Ok(())
-                    }
-                },
+                // Boxed: a TLS connection's handshake and stream are several KiB, and a
+                // task's future is as big as its biggest state, so inline they would be
+                // paid for by every plaintext connection too.
+                Some(acceptor) => {
+                    Box::pin(serve_tls(&shard, &acceptor, stream, session, memory, &rules)).await
+                }
             };
             match served {
                 Ok(()) => tracing::debug!(%peer, "connection closed by client"),
@@ -143,6 +129,40 @@ pub async fn accept_loop(
         })
         .detach();
     }
+}
+
+/// A TLS connection: the handshake, the principal of the client's certificate (if it showed
+/// one; refused when no `--ssl-principal-mapping-rules` rule maps it), then [`serve`].
+async fn serve_tls(
+    shard: &Rc<Shard>,
+    acceptor: &TlsAcceptor,
+    stream: glommio::net::TcpStream,
+    session: Rc<Session>,
+    memory: Arc<RequestMemory>,
+    rules: &PrincipalRules,
+) -> Result<(), ConnectionError> {
+    let peer = session.peer.clone();
+    let s = match super::tls::handshake(acceptor, stream).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::info!(%peer, error = %e, "TLS handshake failed; closing");
+            return Ok(());
+        }
+    };
+    if let Some(subject) = super::tls::client_subject(&s) {
+        match rules.apply(&subject) {
+            Some(name) => {
+                tracing::debug!(%peer, %subject, principal = %name, "client certificate");
+                session.set_certificate(name);
+            }
+            None => {
+                tracing::info!(%peer, %subject,
+                    "no --ssl-principal-mapping-rules rule matches the client certificate; closing");
+                return Ok(());
+            }
+        }
+    }
+    serve(shard, s, session, memory).await
 }
 
 /// Most requests of one connection in progress at once (started, not yet answered). Past it
