@@ -81,7 +81,7 @@ copy_jars() {
   log "maven: $(ls "$dir"/*.jar | wc -l) jars in $dir"
 }
 copy_jars scripts/maven/clients-pom.xml "$CACHE/jars/clients" "kafka-clients" \
-  "kafka-clients-$KAFKA_VERSION.jar"
+  "kafka-clients-$KAFKA_VERSION.jar" jackson-databind-2.19.0.jar jose4j-0.9.6.jar
 copy_jars scripts/maven/kafka-pom.xml "$CACHE/jars/kafka" "Apache Kafka broker" \
   "kafka_2.13-$KAFKA_VERSION.jar" "kafka-server-$KAFKA_VERSION.jar" "kafka-tools-$KAFKA_VERSION.jar" \
   "kafka-clients-$KAFKA_VERSION.jar" log4j-slf4j-impl-2.24.3.jar

@@ -15,6 +15,7 @@ pub mod deadline;
 pub mod error;
 pub mod forwarder;
 pub mod group;
+pub mod hex;
 pub mod log;
 pub mod metrics;
 pub mod partition;

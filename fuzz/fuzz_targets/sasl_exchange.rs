@@ -1,5 +1,6 @@
 //! Fuzzes the server side of SASL exchanges (what SaslAuthenticate hands over before anyone
-//! is authenticated): the first byte picks PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, the rest
+//! is authenticated): the first byte picks PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or
+//! OAUTHBEARER (unsecured tokens, so the claims are read whatever the signature), the rest
 //! is up to four client messages separated by newlines. Any bytes must end in a step result,
 //! never a panic (rsasl's SCRAM parser panics on short attributes unless Kelp's input check
 //! stops them first).
@@ -8,8 +9,10 @@
 use std::sync::{Arc, OnceLock};
 
 use kelp::auth::credentials::{Change, Credentials};
+use kelp::auth::oauth::TokenValidator;
 use kelp::auth::sasl::{Sasl, SaslMechanism, Step};
 use kelp::auth::scram::{Credential, Mechanism};
+use kelp::config::oauth::OAuthArgs;
 use libfuzzer_sys::fuzz_target;
 
 fn sasl() -> &'static Sasl {
@@ -26,8 +29,20 @@ fn sasl() -> &'static Sasl {
             .collect();
         let (c, _) = creds.changed("u", &changes).expect("credentials");
         creds.put("u", c);
-        let all = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"].map(String::from);
-        Sasl::new(creds, &all).expect("SASL")
+        let all = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "OAUTHBEARER"].map(String::from);
+        let args = OAuthArgs {
+            sasl_oauthbearer_jwks_file: None,
+            sasl_oauthbearer_allow_unsecured: true,
+            sasl_oauthbearer_expected_issuer: Some("i".into()),
+            sasl_oauthbearer_expected_audience: vec!["a".into()],
+            sasl_oauthbearer_sub_claim_name: "sub".into(),
+            sasl_oauthbearer_scope_claim_name: "scope".into(),
+            sasl_oauthbearer_clock_skew_seconds: 30,
+        };
+        let oauth = TokenValidator::from_args(&args, true)
+            .expect("validator")
+            .map(Arc::new);
+        Sasl::new(creds, oauth, &all).expect("SASL")
     })
 }
 
@@ -35,10 +50,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&pick, rest)) = data.split_first() else {
         return;
     };
-    let mechanism = match pick % 3 {
+    let mechanism = match pick % 4 {
         0 => SaslMechanism::Plain,
         1 => SaslMechanism::Scram(Mechanism::Sha256),
-        _ => SaslMechanism::Scram(Mechanism::Sha512),
+        2 => SaslMechanism::Scram(Mechanism::Sha512),
+        _ => SaslMechanism::OAuthBearer,
     };
     let Ok(mut exchange) = sasl().start(mechanism) else {
         return;

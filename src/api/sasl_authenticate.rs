@@ -28,12 +28,13 @@ pub fn handle(
             resp.auth_bytes = out.into();
             resp.session_lifetime_ms = i64::try_from(lifetime.as_millis()).unwrap_or(i64::MAX);
         }
-        AuthStep::Failed => {
+        AuthStep::Failed(message) => {
             resp.error_code = code::SASL_AUTHENTICATION_FAILED;
-            // Kafka's words: the client learns nothing about which part was wrong.
-            resp.error_message = Some(sb(
+            // Kafka's words: the client learns nothing about which part was wrong (for
+            // OAUTHBEARER, RFC 7628's error JSON it was already sent).
+            resp.error_message = Some(sb(message.as_deref().unwrap_or(
                 "Authentication failed during authentication due to invalid credentials with SASL mechanism",
-            ));
+            )));
         }
     }
     encoded(Response::encode(&ctx.header, &resp))

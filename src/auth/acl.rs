@@ -146,13 +146,7 @@ impl AclBinding {
     pub fn key(&self) -> String {
         use sha2::Digest;
         let json = serde_json::to_vec(self).unwrap_or_default();
-        sha2::Sha256::digest(&json)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-            .chars()
-            .take(32)
-            .collect()
+        crate::hex::encode(&sha2::Sha256::digest(&json)[..16])
     }
 
     /// Why Kafka would refuse to create it (None: it is fine).

@@ -1,11 +1,13 @@
 //! Who is on a connection: the listener it came in on, the client's address, and on SASL
 //! listeners where its authentication stands (KIP-368 re-authentication included). Owns the
-//! SCRAM credentials ([`credentials`]), their derivation ([`scram`]), the SASL exchanges
-//! ([`sasl`]) and the ACLs with their authorizer ([`acl`]). The connection builds a [`Session`] per accepted socket and asks it which
-//! requests it may serve; the SaslHandshake and SaslAuthenticate handlers move it on.
+//! SCRAM credentials ([`credentials`]), their derivation ([`scram`]), OAUTHBEARER tokens
+//! ([`oauth`]), the SASL exchanges ([`sasl`]) and the ACLs with their authorizer ([`acl`]).
+//! The connection builds a [`Session`] per accepted socket and asks it which requests it may
+//! serve; the SaslHandshake and SaslAuthenticate handlers move it on.
 
 pub mod acl;
 pub mod credentials;
+pub mod oauth;
 pub mod principal;
 pub mod sasl;
 pub mod scram;
@@ -13,11 +15,14 @@ pub mod scram;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::Listener;
 use crate::protocol::versions::key;
 use sasl::{Exchange, Sasl, SaslMechanism};
+
+/// The principal of a client that showed nothing.
+const ANONYMOUS: &str = "User:ANONYMOUS";
 
 /// Where a SASL connection's exchange stands.
 #[derive(Debug)]
@@ -26,8 +31,9 @@ enum Phase {
     Idle,
     /// Handshake done: the next SaslAuthenticate starts this mechanism.
     Chosen(SaslMechanism),
-    /// Messages going back and forth.
-    Exchanging(Exchange),
+    /// Messages going back and forth (boxed: rsasl's session is large, and every
+    /// connection's session carries a phase).
+    Exchanging(Box<Exchange>),
 }
 
 /// A finished authentication.
@@ -35,7 +41,8 @@ enum Phase {
 struct Authenticated {
     user: String,
     mechanism: SaslMechanism,
-    /// When it runs out (KIP-368), if `--connections-max-reauth-ms` is set.
+    /// When it runs out (KIP-368): `--connections-max-reauth-ms` after it, or the token's
+    /// expiry if sooner.
     until: Option<Instant>,
 }
 
@@ -52,6 +59,8 @@ pub struct Session {
     authenticated: RefCell<Option<Authenticated>>,
     /// The subject of the client's certificate (mutual TLS), as an RFC 2253 name.
     certificate: RefCell<Option<String>>,
+    /// Who requests run as, kept as it changes: every authorized request asks.
+    principal: RefCell<Rc<str>>,
     /// Set when the connection must close once the responses so far are written (a failed
     /// authentication).
     closing: Cell<bool>,
@@ -64,8 +73,24 @@ pub enum AuthStep {
     Continue(Vec<u8>),
     /// Authenticated: send these bytes, valid this long (0: the connection's life).
     Done(Vec<u8>, Duration),
-    /// Failed: the error response, then the connection closes.
-    Failed,
+    /// Failed: the error response (with this message, when the mechanism words one), then
+    /// the connection closes.
+    Failed(Option<String>),
+}
+
+/// How long an authentication holds, as Kafka's SaslServerAuthenticator computes it: the
+/// shorter of `--connections-max-reauth-ms` (0: no limit) and the credential's remaining life
+/// (an OAUTHBEARER token's expiry); None when neither limits it. At least a millisecond, since
+/// a zero lifetime tells the client "for ever".
+fn lifetime(reauth: Duration, expires: Option<SystemTime>, wall: SystemTime) -> Option<Duration> {
+    let left = expires.map(|e| e.duration_since(wall).unwrap_or_default());
+    let limit = match (left, reauth.is_zero()) {
+        (None, true) => return None,
+        (None, false) => reauth,
+        (Some(l), true) => l,
+        (Some(l), false) => l.min(reauth),
+    };
+    Some(limit.max(Duration::from_millis(1)))
 }
 
 impl Session {
@@ -80,6 +105,7 @@ impl Session {
             phase: RefCell::new(Phase::Idle),
             authenticated: RefCell::new(None),
             certificate: RefCell::new(None),
+            principal: RefCell::new(Rc::from(ANONYMOUS)),
             closing: Cell::new(false),
         }
     }
@@ -87,19 +113,26 @@ impl Session {
     /// The principal requests run as, as Kafka names it: `User:<name>` once authenticated
     /// with SASL, else `User:<certificate subject>` for a client that showed a certificate
     /// (mutual TLS), else `User:ANONYMOUS`.
-    pub fn principal(&self) -> String {
-        if let Some(a) = &*self.authenticated.borrow() {
-            return format!("User:{}", a.user);
-        }
-        match &*self.certificate.borrow() {
-            Some(subject) => format!("User:{subject}"),
-            None => "User:ANONYMOUS".into(),
-        }
+    pub fn principal(&self) -> Rc<str> {
+        self.principal.borrow().clone()
+    }
+
+    fn refresh_principal(&self) {
+        let p = if let Some(a) = &*self.authenticated.borrow() {
+            format!("User:{}", a.user)
+        } else {
+            match &*self.certificate.borrow() {
+                Some(subject) => format!("User:{subject}"),
+                None => ANONYMOUS.into(),
+            }
+        };
+        *self.principal.borrow_mut() = Rc::from(p);
     }
 
     /// Records the principal name the client's certificate maps to (mutual TLS).
     pub fn set_certificate(&self, name: String) {
         *self.certificate.borrow_mut() = Some(name);
+        self.refresh_principal();
     }
 
     /// Whether the connection must close once its responses so far are written.
@@ -122,7 +155,8 @@ impl Session {
             _ => match &*self.authenticated.borrow() {
                 None => Err("a request before SASL authentication".into()),
                 Some(a) if a.until.is_some_and(|u| now >= u) => Err(format!(
-                    "the authentication of {} ran out (--connections-max-reauth-ms) without re-authentication",
+                    "the authentication of {} ran out (--connections-max-reauth-ms or the \
+                     token's expiry) without re-authentication",
                     a.user
                 )),
                 Some(_) => Ok(()),
@@ -161,27 +195,31 @@ impl Session {
     pub fn authenticate(&self, msg: &[u8], reauth: Duration, now: Instant) -> AuthStep {
         let Some(sasl) = &self.sasl else {
             self.closing.set(true);
-            return AuthStep::Failed;
+            return AuthStep::Failed(None);
         };
         let mut phase = self.phase.borrow_mut();
         if let Phase::Chosen(m) = *phase {
             match sasl.start(m) {
-                Ok(x) => *phase = Phase::Exchanging(x),
+                Ok(x) => *phase = Phase::Exchanging(Box::new(x)),
                 Err(e) => {
                     tracing::warn!(peer = %self.peer, mechanism = m.name(), error = %e, "cannot start a SASL exchange");
                     self.closing.set(true);
-                    return AuthStep::Failed;
+                    return AuthStep::Failed(None);
                 }
             }
         }
         let Phase::Exchanging(x) = &mut *phase else {
             self.closing.set(true);
-            return AuthStep::Failed;
+            return AuthStep::Failed(None);
         };
         let mechanism = x.mechanism();
         match x.step(msg) {
             sasl::Step::Continue(out) => AuthStep::Continue(out),
-            sasl::Step::Authenticated { user, reply } => {
+            sasl::Step::Authenticated {
+                user,
+                reply,
+                expires,
+            } => {
                 *phase = Phase::Idle;
                 let mut current = self.authenticated.borrow_mut();
                 if let Some(before) = &*current {
@@ -189,7 +227,7 @@ impl Session {
                         tracing::info!(peer = %self.peer, was = %before.user, now = %user,
                             "SASL re-authentication as another user or mechanism refused");
                         self.closing.set(true);
-                        return AuthStep::Failed;
+                        return AuthStep::Failed(None);
                     }
                 }
                 if current.is_some() {
@@ -197,20 +235,53 @@ impl Session {
                 } else {
                     tracing::debug!(peer = %self.peer, %user, mechanism = mechanism.name(), "SASL authenticated");
                 }
+                let life = lifetime(reauth, expires, SystemTime::now());
                 *current = Some(Authenticated {
                     user,
                     mechanism,
-                    until: (!reauth.is_zero()).then(|| now + reauth),
+                    until: life.map(|l| now + l),
                 });
-                AuthStep::Done(reply, reauth)
+                drop(current);
+                self.refresh_principal();
+                AuthStep::Done(reply, life.unwrap_or_default())
             }
-            sasl::Step::Failed(why) => {
+            sasl::Step::Failed(failure) => {
                 tracing::info!(peer = %self.peer, listener = %self.listener.name,
-                    mechanism = mechanism.name(), reason = %why, "SASL authentication failed; closing");
+                    mechanism = mechanism.name(), reason = %failure.reason, "SASL authentication failed; closing");
                 *phase = Phase::Idle;
                 self.closing.set(true);
-                AuthStep::Failed
+                AuthStep::Failed(failure.message)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifetime_is_the_shorter_of_reauth_and_the_token() {
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let secs = Duration::from_secs;
+        assert_eq!(lifetime(Duration::ZERO, None, wall), None);
+        assert_eq!(lifetime(secs(60), None, wall), Some(secs(60)));
+        assert_eq!(
+            lifetime(Duration::ZERO, Some(wall + secs(90)), wall),
+            Some(secs(90))
+        );
+        assert_eq!(
+            lifetime(secs(60), Some(wall + secs(90)), wall),
+            Some(secs(60))
+        );
+        assert_eq!(
+            lifetime(secs(600), Some(wall + secs(90)), wall),
+            Some(secs(90))
+        );
+        // Accepted within the clock skew though past its expiry: over at the next request.
+        assert_eq!(
+            lifetime(Duration::ZERO, Some(wall - secs(5)), wall),
+            Some(Duration::from_millis(1))
+        );
     }
 }

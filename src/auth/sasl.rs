@@ -1,6 +1,7 @@
-//! The server side of SASL exchanges (SaslAuthenticate's bytes): PLAIN, SCRAM-SHA-256 and
-//! SCRAM-SHA-512, run by rsasl against the users' SCRAM credentials ([`Credentials`]); PLAIN
-//! checks the password against the user's SCRAM credential, so no password is ever stored.
+//! The server side of SASL exchanges (SaslAuthenticate's bytes): PLAIN, SCRAM-SHA-256,
+//! SCRAM-SHA-512 and OAUTHBEARER, run by rsasl against the users' SCRAM credentials
+//! ([`Credentials`]) and the token validator ([`TokenValidator`]); PLAIN checks the password
+//! against the user's SCRAM credential, so no password is ever stored.
 //!
 //! rsasl 2.3.1's SCRAM parser slices attributes without checking their length (a message
 //! like `n,,n` panics it), and a panic aborts Kelp: every SCRAM message passes
@@ -8,20 +9,27 @@
 //! arbitrary messages.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use rsasl::callback::{Context, Request, SessionCallback, SessionData};
+use rsasl::mechanisms::oauthbearer::properties::{OAuthBearerError, OAuthBearerValidate};
+use rsasl::mechanisms::oauthbearer::OAUTHBEARER;
 use rsasl::mechanisms::plain::PLAIN;
 use rsasl::mechanisms::scram::properties::ScramStoredPassword;
 use rsasl::mechanisms::scram::{SCRAM_SHA256, SCRAM_SHA512};
 use rsasl::prelude::{Mechname, SASLConfig, SASLServer, Session, SessionError, State, Validation};
-use rsasl::property::{AuthId, AuthzId, Password};
+use rsasl::property::{AuthId, AuthzId, OAuthBearerToken, Password};
 use rsasl::validate::{Validate, ValidationError};
 
 use super::credentials::Credentials;
+use super::oauth::TokenValidator;
 use super::scram::Mechanism;
 
-/// Longest SASL message accepted: real ones are a few hundred bytes.
+/// Longest SASL message accepted for PLAIN and SCRAM: real ones are a few hundred bytes.
 pub const MAX_MESSAGE: usize = 8 * 1024;
+
+/// Longest OAUTHBEARER message: JWTs with many claims run to several KiB.
+pub const MAX_TOKEN_MESSAGE: usize = 64 * 1024;
 
 /// A SASL mechanism Kelp serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +38,8 @@ pub enum SaslMechanism {
     Plain,
     /// SCRAM-SHA-256 or SCRAM-SHA-512 (RFC 5802).
     Scram(Mechanism),
+    /// OAUTHBEARER (RFC 7628): a JWT, checked by the [`TokenValidator`].
+    OAuthBearer,
 }
 
 impl SaslMechanism {
@@ -38,6 +48,7 @@ impl SaslMechanism {
         match self {
             SaslMechanism::Plain => "PLAIN",
             SaslMechanism::Scram(m) => m.name(),
+            SaslMechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -45,22 +56,57 @@ impl SaslMechanism {
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
             "PLAIN" => Some(SaslMechanism::Plain),
+            "OAUTHBEARER" => Some(SaslMechanism::OAuthBearer),
             other => Mechanism::from_name(other).map(SaslMechanism::Scram),
         }
     }
 }
 
-/// What an exchange ends with: the user's name, or why it failed (for the log; the client
-/// is told only that authentication failed).
+/// Who an exchange authenticated, and until when (an OAUTHBEARER token's `exp`).
+#[derive(Debug)]
+struct Authn {
+    user: String,
+    expires: Option<SystemTime>,
+}
+
+/// What an exchange ends with: who, or why it failed (for the log; the client is told only
+/// that authentication failed).
 struct Outcome;
 
 impl Validation for Outcome {
-    type Value = Result<String, String>;
+    type Value = Result<Authn, String>;
 }
 
-/// rsasl's view of the credentials.
+/// rsasl's view of the credentials and tokens.
 struct Lookup {
     credentials: Arc<Credentials>,
+    oauth: Option<Arc<TokenValidator>>,
+}
+
+impl Lookup {
+    /// An OAUTHBEARER token's principal, or why it is refused. Run by rsasl's validation
+    /// request (which decides whether the client gets RFC 7628's error JSON) and again by the
+    /// final validation (which decides the outcome): rsasl asks both with the same token.
+    fn token(&self, context: &Context) -> Result<Authn, (&'static str, String)> {
+        let Some(v) = &self.oauth else {
+            return Err(("invalid_token", "OAUTHBEARER is not configured".into()));
+        };
+        let auth = context.get_ref::<OAuthBearerToken>().unwrap_or_default();
+        let token = v
+            .validate(auth, SystemTime::now())
+            .map_err(|e| (e.status, e.reason))?;
+        // Kafka: an authorization id, if sent, must be the token's principal.
+        match context.get_ref::<AuthzId>().filter(|z| !z.is_empty()) {
+            Some(z) if z != token.principal => Err((
+                "invalid_token",
+                format!("{} may not act as {z}", token.principal),
+            )),
+            _ => Ok(Authn {
+                user: token.principal,
+                expires: Some(token.expires),
+            }),
+        }
+    }
 }
 
 /// A user unknown to SCRAM: refused at the first message, as Kafka does.
@@ -92,6 +138,15 @@ impl SessionCallback for Lookup {
         context: &Context,
         request: &mut Request,
     ) -> Result<(), SessionError> {
+        if request.is::<OAuthBearerValidate>() {
+            let verdict = self.token(context).map(|_| ());
+            let answer = verdict
+                .as_ref()
+                .map(|_| ())
+                .map_err(|(status, _)| OAuthBearerError::new(status, None, None));
+            request.satisfy::<OAuthBearerValidate>(&answer)?;
+            return Ok(());
+        }
         if request.is::<ScramStoredPassword>() {
             let mechanism = Mechanism::from_name(session.mechanism().mechanism.as_str());
             let user = context.get_ref::<AuthId>().and_then(unescape);
@@ -119,6 +174,10 @@ impl SessionCallback for Lookup {
         context: &Context,
         validate: &mut Validate<'_>,
     ) -> Result<(), ValidationError> {
+        if session.mechanism().mechanism.as_str() == "OAUTHBEARER" {
+            validate.finalize::<Outcome>(self.token(context).map_err(|(_, why)| why));
+            return Ok(());
+        }
         let plain = session.mechanism().mechanism.as_str() == "PLAIN";
         let raw = context.get_ref::<AuthId>().unwrap_or_default();
         let user = if plain {
@@ -141,13 +200,19 @@ impl SessionCallback for Lookup {
                             .is_some_and(|c| c.matches(m, password))
                     });
                     if ok {
-                        Ok(user)
+                        Ok(Authn {
+                            user,
+                            expires: None,
+                        })
                     } else {
                         Err(format!("wrong password or unknown user {user}"))
                     }
                 } else {
                     // SCRAM calls this only once the client's proof has checked out.
-                    Ok(user)
+                    Ok(Authn {
+                        user,
+                        expires: None,
+                    })
                 }
             }
         };
@@ -163,12 +228,18 @@ pub struct Sasl {
 }
 
 impl Sasl {
-    /// SASL over `credentials` with the `enabled` mechanisms (`--sasl-enabled-mechanisms`).
-    pub fn new(credentials: Arc<Credentials>, enabled: &[String]) -> anyhow::Result<Self> {
-        static ALL: &[rsasl::prelude::Mechanism] = &[SCRAM_SHA512, SCRAM_SHA256, PLAIN];
+    /// SASL over `credentials` and OAUTHBEARER tokens checked by `oauth`, with the `enabled`
+    /// mechanisms (`--sasl-enabled-mechanisms`).
+    pub fn new(
+        credentials: Arc<Credentials>,
+        oauth: Option<Arc<TokenValidator>>,
+        enabled: &[String],
+    ) -> anyhow::Result<Self> {
+        static ALL: &[rsasl::prelude::Mechanism] =
+            &[SCRAM_SHA512, SCRAM_SHA256, PLAIN, OAUTHBEARER];
         let config = SASLConfig::builder()
             .with_registry(rsasl::prelude::Registry::with_mechanisms(ALL))
-            .with_callback(Lookup { credentials })
+            .with_callback(Lookup { credentials, oauth })
             .map_err(|e| anyhow::anyhow!("SASL configuration: {e}"))?;
         let enabled = enabled
             .iter()
@@ -201,6 +272,7 @@ impl Sasl {
             mechanism,
             steps: 0,
             done: false,
+            refusal: None,
         })
     }
 }
@@ -219,6 +291,9 @@ pub struct Exchange {
     mechanism: SaslMechanism,
     steps: u32,
     done: bool,
+    /// RFC 7628's error JSON sent to an OAUTHBEARER client: the failure's message once the
+    /// client acknowledges it, as Kafka words it.
+    refusal: Option<String>,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -241,9 +316,36 @@ pub enum Step {
         user: String,
         /// The last server message.
         reply: Vec<u8>,
+        /// When the credential runs out (an OAUTHBEARER token's `exp`).
+        expires: Option<SystemTime>,
     },
-    /// Failed; the reason is for the log.
-    Failed(String),
+    /// Failed.
+    Failed(Failure),
+}
+
+/// Why an exchange failed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// For the log.
+    pub reason: String,
+    /// For the client, when the mechanism words it (OAUTHBEARER's error JSON); otherwise the
+    /// client learns only that authentication failed.
+    pub message: Option<String>,
+}
+
+impl From<String> for Failure {
+    fn from(reason: String) -> Self {
+        Failure {
+            reason,
+            message: None,
+        }
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(reason: &str) -> Self {
+        reason.to_string().into()
+    }
 }
 
 /// Whether a SCRAM message has only attributes rsasl can parse without panicking: every
@@ -271,9 +373,13 @@ impl Exchange {
         if self.done {
             return Step::Failed("the exchange is over".into());
         }
-        if msg.len() > MAX_MESSAGE {
+        let max = match self.mechanism {
+            SaslMechanism::OAuthBearer => MAX_TOKEN_MESSAGE,
+            _ => MAX_MESSAGE,
+        };
+        if msg.len() > max {
             self.done = true;
-            return Step::Failed(format!("a SASL message of {} bytes", msg.len()));
+            return Step::Failed(format!("a SASL message of {} bytes", msg.len()).into());
         }
         if matches!(self.mechanism, SaslMechanism::Scram(_))
             && !scram_input_ok(msg, self.steps == 1)
@@ -283,19 +389,31 @@ impl Exchange {
         }
         let mut out = Vec::new();
         match self.session.step(Some(msg), &mut out) {
-            Ok(State::Running) => Step::Continue(out),
+            Ok(State::Running) => {
+                if self.mechanism == SaslMechanism::OAuthBearer {
+                    self.refusal = Some(String::from_utf8_lossy(&out).into_owned());
+                }
+                Step::Continue(out)
+            }
             Ok(State::Finished(_)) => {
                 self.done = true;
                 match self.session.validation() {
-                    Some(Ok(user)) => Step::Authenticated { user, reply: out },
-                    Some(Err(why)) => Step::Failed(why),
+                    Some(Ok(Authn { user, expires })) => Step::Authenticated {
+                        user,
+                        reply: out,
+                        expires,
+                    },
+                    Some(Err(reason)) => Step::Failed(Failure {
+                        reason,
+                        message: self.refusal.take(),
+                    }),
                     // SCRAM with a wrong proof ends with "e=invalid-proof" and no outcome.
-                    None => Step::Failed(String::from_utf8_lossy(&out).into_owned()),
+                    None => Step::Failed(String::from_utf8_lossy(&out).into_owned().into()),
                 }
             }
             Err(e) => {
                 self.done = true;
-                Step::Failed(e.to_string())
+                Step::Failed(e.to_string().into())
             }
         }
     }
@@ -361,8 +479,20 @@ mod tests {
             .collect();
         let (c, _) = creds.changed("al,ice", &changes).unwrap();
         creds.put("al,ice", c);
-        let all = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"].map(String::from);
-        Sasl::new(creds, &all).unwrap()
+        let all = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "OAUTHBEARER"].map(String::from);
+        let args = crate::config::oauth::OAuthArgs {
+            sasl_oauthbearer_jwks_file: None,
+            sasl_oauthbearer_allow_unsecured: true,
+            sasl_oauthbearer_expected_issuer: None,
+            sasl_oauthbearer_expected_audience: Vec::new(),
+            sasl_oauthbearer_sub_claim_name: "sub".into(),
+            sasl_oauthbearer_scope_claim_name: "scope".into(),
+            sasl_oauthbearer_clock_skew_seconds: 0,
+        };
+        let oauth = TokenValidator::from_args(&args, true)
+            .unwrap()
+            .map(Arc::new);
+        Sasl::new(creds, oauth, &all).unwrap()
     }
 
     /// A hand-written RFC 5802 client against the exchange.
@@ -439,6 +569,85 @@ mod tests {
         assert!(matches!(p.step(b"bob\0al,ice\0secret"), Step::Failed(_)));
     }
 
+    /// An OAUTHBEARER client's first message with an unsecured token for `sub` expiring at
+    /// `exp` (seconds since the epoch).
+    fn bearer(authzid: &str, sub: &str, exp: u64) -> Vec<u8> {
+        use base64::Engine as _;
+        let enc = |v: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+        let claims = format!(r#"{{"sub":"{sub}","exp":{exp}}}"#);
+        format!(
+            "n,{authzid},\x01auth=Bearer {}.{}.\x01ext=1\x01\x01",
+            enc(r#"{"alg":"none"}"#),
+            enc(&claims)
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn oauthbearer_exchanges() {
+        let s = sasl();
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let mut x = s.start(SaslMechanism::OAuthBearer).unwrap();
+        match x.step(&bearer("", "svc", now + 3600)) {
+            Step::Authenticated {
+                user,
+                reply,
+                expires,
+            } => {
+                assert_eq!(user, "svc");
+                assert!(reply.is_empty());
+                let exp = expires.unwrap().duration_since(SystemTime::UNIX_EPOCH);
+                assert_eq!(exp.unwrap().as_secs(), now + 3600);
+            }
+            other => panic!("{other:?}"),
+        }
+        // RFC 7628: an expired token gets the error JSON, the client's %x01, then failure
+        // worded with that JSON (franz-go's TestOAuthAuth looks for "invalid_token").
+        let mut x = s.start(SaslMechanism::OAuthBearer).unwrap();
+        let Step::Continue(json) = x.step(&bearer("", "svc", now - 60)) else {
+            panic!("no error challenge");
+        };
+        assert_eq!(json, br#"{"status":"invalid_token"}"#);
+        match x.step(b"\x01") {
+            Step::Failed(f) => {
+                assert!(f.reason.contains("expired"), "{f:?}");
+                assert_eq!(f.message.as_deref(), Some(r#"{"status":"invalid_token"}"#));
+            }
+            other => panic!("{other:?}"),
+        }
+        // An authorization id other than the token's principal.
+        let mut x = s.start(SaslMechanism::OAuthBearer).unwrap();
+        assert!(matches!(
+            x.step(&bearer("a=admin", "svc", now + 3600)),
+            Step::Continue(_)
+        ));
+        assert!(matches!(x.step(b"\x01"), Step::Failed(_)));
+        let mut x = s.start(SaslMechanism::OAuthBearer).unwrap();
+        assert!(matches!(
+            x.step(&bearer("a=svc", "svc", now + 3600)),
+            Step::Authenticated { .. }
+        ));
+        for msg in [
+            &b""[..],
+            b"n,,",
+            b"n,,\x01\x01",
+            b"y,,\x01auth=Bearer a.b.\x01\x01",
+            b"n,,\x01auth=Bearer a.b.\x01bad\x01\x01",
+            b"n,,\x01auth=\xff\x01\x01",
+        ] {
+            let mut x = s.start(SaslMechanism::OAuthBearer).unwrap();
+            let first = x.step(msg);
+            let end = match first {
+                Step::Continue(_) => x.step(b"\x01"),
+                other => other,
+            };
+            assert!(matches!(end, Step::Failed(_)), "{msg:?}: {end:?}");
+        }
+    }
+
     #[test]
     fn malformed_messages_fail_without_panicking() {
         let s = sasl();
@@ -465,7 +674,7 @@ mod tests {
         ));
         assert_eq!(unescape("a=2Cb=3Dc").as_deref(), Some("a,b=c"));
         assert_eq!(unescape("a=zz"), None);
-        assert!(Sasl::new(Arc::default(), &["GSSAPI".to_string()]).is_err());
+        assert!(Sasl::new(Arc::default(), None, &["GSSAPI".to_string()]).is_err());
         assert_eq!(
             s.enabled("SCRAM-SHA-512"),
             Some(SaslMechanism::Scram(Mechanism::Sha512))

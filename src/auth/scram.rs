@@ -142,23 +142,12 @@ mod hex_bytes {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        let text: String = v.iter().map(|b| format!("{b:02x}")).collect();
-        s.serialize_str(&text)
+        s.serialize_str(&crate::hex::encode(v))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let text = String::deserialize(d)?;
-        if text.len() % 2 != 0 {
-            return Err(serde::de::Error::custom("odd hex length"));
-        }
-        (0..text.len())
-            .step_by(2)
-            .map(|i| {
-                text.get(i..i + 2)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| serde::de::Error::custom("bad hex"))
-            })
-            .collect()
+        crate::hex::decode(&text).ok_or_else(|| serde::de::Error::custom("bad hex"))
     }
 }
 

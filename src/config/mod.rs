@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use clap::{Parser, ValueEnum};
 
 pub mod listeners;
+pub mod oauth;
 
 use listeners::{parse_endpoints, parse_protocol_map, EndpointList, ProtocolMap};
 pub use listeners::{Listener, SecurityProtocol};
@@ -131,10 +132,15 @@ pub struct Config {
 
     /// SASL mechanisms clients of SASL_PLAINTEXT and SASL_SSL listeners may use, as Kafka's
     /// `sasl.enabled.mechanisms`: any of SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (PLAIN checks
-    /// the password against the user's SCRAM credential).
+    /// the password against the user's SCRAM credential) and OAUTHBEARER (JWTs, see the
+    /// `--sasl-oauthbearer-*` flags).
     #[arg(long, value_parser = parse_sasl_mechanisms,
         default_value = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN")]
     pub sasl_enabled_mechanisms: SaslMechanisms,
+
+    /// OAUTHBEARER token checks.
+    #[command(flatten)]
+    pub oauth: oauth::OAuthArgs,
 
     /// File of `USER:PASSWORD` lines: each user without SCRAM credentials yet gets
     /// SCRAM-SHA-256 and SCRAM-SHA-512 ones at start-up (the first admin, before anyone can
@@ -434,7 +440,7 @@ impl Config {
 pub struct SaslMechanisms(pub Vec<String>);
 
 /// The SASL mechanisms Kelp can serve.
-pub const SASL_MECHANISMS: [&str; 3] = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"];
+pub const SASL_MECHANISMS: [&str; 4] = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "OAUTHBEARER"];
 
 fn parse_sasl_mechanisms(s: &str) -> Result<SaslMechanisms, String> {
     let mut out: Vec<String> = Vec::new();

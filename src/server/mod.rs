@@ -19,6 +19,7 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement, PoolPlacement};
 
+use crate::auth::oauth::TokenValidator;
 use crate::auth::principal::PrincipalRules;
 use crate::auth::sasl::Sasl;
 use crate::config::{Config, Listener};
@@ -141,10 +142,29 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     {
         bail!("--sasl-bootstrap-users: no such file");
     }
+    // The OAUTHBEARER key set, like the certificates, is read here and again on SIGHUP.
+    let oauth = TokenValidator::from_args(
+        &config.oauth,
+        config
+            .sasl_enabled_mechanisms
+            .0
+            .iter()
+            .any(|m| m == "OAUTHBEARER"),
+    )?
+    .map(Arc::new);
     let config = Arc::new(config);
     {
-        let (config, tls) = (config.clone(), tls.clone());
-        shutdown::on_reload(move || tls::reload(&config, &tls));
+        let (config, tls, oauth) = (config.clone(), tls.clone(), oauth.clone());
+        shutdown::on_reload(move || {
+            tls::reload(&config, &tls);
+            if let Some(v) = &oauth {
+                match v.reload() {
+                    Ok(n) => tracing::info!(keys = n, "OAUTHBEARER key set reloaded"),
+                    Err(e) => tracing::error!(error = %format!("{e:#}"),
+                        "OAUTHBEARER key set reload failed; keeping the keys in use"),
+                }
+            }
+        });
     }
     // The one place the storage engine is chosen; nothing after this asks which one runs.
     let crate::storage::Storage { cluster, engine } = crate::storage::select(&config, cores.len())?;
@@ -154,6 +174,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     );
     let sasl = Arc::new(Sasl::new(
         cluster.credentials.clone(),
+        oauth.clone(),
         &config.sasl_enabled_mechanisms.0,
     )?);
     let mesh = MeshBuilder::<ShardMsg, _>::full(cores.len(), MESH_CHANNEL_SIZE);

@@ -301,22 +301,12 @@ pub type Records = Vec<(String, Vec<u8>)>;
 /// The file name of the record `key` (keys are any string; file names hex): one codec for
 /// every engine that keeps records as files.
 pub fn record_file(key: &str) -> String {
-    key.bytes().map(|b| format!("{b:02x}")).collect()
+    crate::hex::encode(key.as_bytes())
 }
 
 /// The key of the record file `name`; None for a file that is no record's.
 pub fn record_key(name: &str) -> Option<String> {
-    if !name.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes = (0..name.len())
-        .step_by(2)
-        .map(|i| {
-            name.get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        })
-        .collect::<Option<Vec<u8>>>()?;
-    String::from_utf8(bytes).ok()
+    String::from_utf8(crate::hex::decode(name)?).ok()
 }
 
 /// The broker's storage: the engine and the topic metadata it starts from.

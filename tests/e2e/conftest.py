@@ -66,9 +66,10 @@ CLIENT_JARS = pathlib.Path(os.environ.get("KELP_JARS", CACHE / "jars/clients"))
 KAFKA_JARS = CACHE / "jars/kafka"
 
 
-def java_round_trip(tmp_path, bootstrap, topic, n, config=None, timeout=600):
+def java_round_trip(tmp_path, bootstrap, topic, n, config=None, timeout=600, jvm=()):
     """Compiles tests/java/ClientRoundTrip.java and runs it against `bootstrap` (`config`: a
-    client properties file, e.g. TLS or SASL settings); returns the finished process."""
+    client properties file, e.g. TLS or SASL settings; `jvm`: more JVM options); returns the
+    finished process."""
     import glob
     import shutil
     require(shutil.which("java") is not None and shutil.which("javac") is not None, "java, javac")
@@ -83,7 +84,7 @@ def java_round_trip(tmp_path, bootstrap, topic, n, config=None, timeout=600):
     assert comp.returncode == 0, f"javac failed:\n{comp.stdout}\n{comp.stderr}"
     props = [f"-Dkelp.client.config={config}"] if config else []
     return subprocess.run(
-        ["java", "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", *props,
+        ["java", "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", *props, *jvm,
          "-cp", os.pathsep.join([str(classes), cp]), "ClientRoundTrip", bootstrap, topic, str(n)],
         capture_output=True, text=True, timeout=timeout)
 
@@ -365,6 +366,21 @@ def running_broker(cls, prefix, extra_args=(), seaweed=None):
         finally:
             b.stop()
             b.log.close()
+
+
+# For suites whose tests start Kelps of their own, choosing --advertise-shards per test: the
+# suite's --advertise-shards pass would only repeat the local pass, and the memory pass too
+# (security is the same code on every engine; the engines' record stores are covered on local
+# storage and SeaweedMQ). They run on the local and SeaweedMQ passes.
+OWN_KELPS = pytest.mark.skipif(
+    bool(EXTERNAL) or ADVERTISE_SHARDS or STORAGE == "memory",
+    reason="starts Kelps of its own: runs on the local and SeaweedMQ passes")
+
+
+@pytest.fixture
+def sw(request):
+    """The suite's SeaweedFS on the seaweedmq pass, else None (for Kelps a test starts)."""
+    return request.getfixturevalue("seaweed_cluster") if STORAGE == "seaweedmq" else None
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ over TLS (KGO_SEEDS on an SSL listener, KGO_TEST_TLS with the test CA) and the S
 (KGO_TEST_SCRAM, SCRAM-SHA-512) against a SASL_PLAINTEXT listener (KGO_TEST_SCRAM_SEEDS; the
 suite's SCRAM client speaks no TLS). The chosen tests cover produce and consume paths, group
 ETL with every balancer (eager and cooperative, static members), pausing, purging, pooling and
-SCRAM with good and bad credentials. Left out: transactions (issue 16), KIP-848 and share
+SCRAM with good and bad credentials, OAUTHBEARER (unsecured tokens, good and expired). Left out: transactions (issue 16), KIP-848 and share
 groups, and TestConsumeRegex (needs __consumer_offsets listed in Metadata).
 
 Runs once, on the local-storage pass (the suite takes about a minute)."""
@@ -30,7 +30,7 @@ TESTS = [
     "TestGroupETL", "TestIssue325", "TestIssue337", "TestDirectPartitionPurge",
     "TestPauseIssue489", "TestPauseIssueOct2023", "TestIssue523", "TestIssue648",
     "TestIssue810", "TestIssue865", "TestIssueFetchLargerThanBrokerMaxReadBytes", "TestPooling",
-    "TestLookbackMilli", "TestConsumeTopicRetrieval", "TestIssue434",
+    "TestLookbackMilli", "TestConsumeTopicRetrieval", "TestIssue434", "TestOAuthAuth",
 ]
 
 
@@ -39,7 +39,10 @@ def test_franz_go_kgo_suite_over_tls_and_scram(pki, tmp_path):  # noqa: F811
     users = tmp_path / "users"
     users.write_text("kgo:kgo-secret\n")
     args = ["--ssl-certificate-file", f"{pki}/server.pem", "--ssl-key-file", f"{pki}/server.key",
-            "--sasl-bootstrap-users", str(users)]
+            "--sasl-bootstrap-users", str(users),
+            # TestOAuthAuth signs in with unsecured tokens, as against Kafka's default validator.
+            "--sasl-enabled-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,OAUTHBEARER",
+            "--sasl-oauthbearer-allow-unsecured"]
     cls = functools.partial(ListenersBroker,
                             more={"SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT"})
     with conftest.running_broker(cls, "kelp-kgo-", args) as b:
@@ -48,7 +51,8 @@ def test_franz_go_kgo_suite_over_tls_and_scram(pki, tmp_path):  # noqa: F811
                    KGO_SEEDS=f"127.0.0.1:{b.ports['SSL']}",
                    KGO_TEST_TLS=f"ca:{pki}/ca.pem",
                    KGO_TEST_SCRAM="kgo:kgo-secret:512",
-                   KGO_TEST_SCRAM_SEEDS=f"127.0.0.1:{b.ports['SASL_PLAINTEXT']}")
+                   KGO_TEST_SCRAM_SEEDS=f"127.0.0.1:{b.ports['SASL_PLAINTEXT']}",
+                   KGO_TEST_OAUTH_SEEDS=f"127.0.0.1:{b.ports['SASL_PLAINTEXT']}")
         out = subprocess.run(
             ["go", "test", "github.com/twmb/franz-go/pkg/kgo", "-count=1", "-v",
              "-run", "^(" + "|".join(TESTS) + ")$"],

@@ -25,21 +25,10 @@ from conftest import require
 from test_listeners import ListenersBroker
 from test_tls import pki, round_trip  # noqa: F401 (pki is a fixture)
 
-# Its Kelps choose --advertise-shards per test, so the suite's --advertise-shards pass would
-# only repeat the local pass; the memory pass too (security is the same code on every engine,
-# and the engines' record stores are covered on local storage and SeaweedMQ).
-pytestmark = pytest.mark.skipif(
-    bool(conftest.EXTERNAL) or conftest.ADVERTISE_SHARDS or conftest.STORAGE == "memory",
-    reason="starts Kelps of its own: runs on the local and SeaweedMQ passes")
+pytestmark = conftest.OWN_KELPS
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA = 17, 36, 3
 ADMIN = ("admin", "admin-secret")
-
-
-@pytest.fixture
-def sw(request):
-    """The suite's SeaweedFS on the seaweedmq pass, else None."""
-    return request.getfixturevalue("seaweed_cluster") if conftest.STORAGE == "seaweedmq" else None
 
 
 @pytest.fixture

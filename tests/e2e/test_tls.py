@@ -24,18 +24,7 @@ import conftest
 import kwire
 from conftest import require
 
-# Its Kelps choose --advertise-shards per test, so the suite's --advertise-shards pass would
-# only repeat the local pass; the memory pass too (security is the same code on every engine,
-# and the engines' record stores are covered on local storage and SeaweedMQ).
-pytestmark = pytest.mark.skipif(
-    bool(conftest.EXTERNAL) or conftest.ADVERTISE_SHARDS or conftest.STORAGE == "memory",
-    reason="starts Kelps of its own: runs on the local and SeaweedMQ passes")
-
-
-@pytest.fixture
-def sw(request):
-    """The suite's SeaweedFS on the seaweedmq pass, else None."""
-    return request.getfixturevalue("seaweed_cluster") if conftest.STORAGE == "seaweedmq" else None
+pytestmark = conftest.OWN_KELPS
 
 
 def openssl(*args, cwd):

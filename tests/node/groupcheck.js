@@ -7,13 +7,20 @@ const { Kafka, logLevel } = require("kafkajs");
 const [bootstrap, topic, group, nStr] = process.argv.slice(2);
 const n = Number(nStr);
 // Optional security from the environment: KELP_SSL_CA (a PEM file: TLS trusting it) and
-// KELP_SASL ("mechanism:user:password", e.g. "scram-sha-512:alice:secret").
+// KELP_SASL ("mechanism:user:password", e.g. "scram-sha-512:alice:secret", or
+// "oauthbearer::<JWT>").
 const fs = require("fs");
 const config = { brokers: [bootstrap], clientId: "kelp-e2e", logLevel: logLevel.NOTHING };
 if (process.env.KELP_SSL_CA) config.ssl = { ca: [fs.readFileSync(process.env.KELP_SSL_CA)] };
 if (process.env.KELP_SASL) {
   const [mechanism, username, ...rest] = process.env.KELP_SASL.split(":");
-  config.sasl = { mechanism, username, password: rest.join(":") };
+  if (mechanism === "oauthbearer") {
+    // "oauthbearer::<JWT>": the token as the provider's answer.
+    const value = rest.join(":");
+    config.sasl = { mechanism, oauthBearerProvider: async () => ({ value }) };
+  } else {
+    config.sasl = { mechanism, username, password: rest.join(":") };
+  }
 }
 const kafka = new Kafka(config);
 

@@ -67,6 +67,7 @@ pub(crate) fn session(shard: &Shard) -> Rc<crate::auth::Session> {
         .expect("a listener");
     let sasl = crate::auth::sasl::Sasl::new(
         shard.cluster.credentials.clone(),
+        None,
         &shard.config.sasl_enabled_mechanisms.0,
     )
     .expect("SASL");
