@@ -28,6 +28,9 @@
 #                                reps <= PERF_SEAWEED_REPEAT (1) for sizes in PERF_SEAWEED_SIZES (1024)
 #   PERF_E2E_COUNT=2000          EndToEndLatency round trips per run
 #   PERF_LINGER_MS=5  PERF_BATCH_SIZE=131072             producer props, same for every target
+#   PERF_THROUGHPUT=-1           producer offered load in records/s (-1: as fast as it goes); a
+#                                fixed load (e.g. half of Kafka's max) compares latency fairly,
+#                                as at full speed latency is mostly the producer's own queue
 #   PERF_CONSUME=1  PERF_E2E=1   set to 0 to skip a phase
 #   PERF_OUT=perf/results        where runs.csv goes (it is replaced unless PERF_APPEND=1)
 #   KELP_BIN=target/release/kelp KELP_CORES=0-1
@@ -60,6 +63,7 @@ PARTS_LIST="${PERF_PARTITIONS:-1 8}"
 E2E_COUNT="${PERF_E2E_COUNT:-2000}"
 LINGER_MS="${PERF_LINGER_MS:-5}"
 BATCH_SIZE="${PERF_BATCH_SIZE:-131072}"
+THROUGHPUT="${PERF_THROUGHPUT:--1}"
 
 PORT_KELP_MEMORY=39100
 PORT_KELP_LOCAL=39200
@@ -311,7 +315,7 @@ run_one() {  # rep target acks size parts
     if [[ $status == ok ]]; then
       local c0 c1 c2; c0=$(broker_cpu)
       tool org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$records" \
-        --record-size "$size" --throughput -1 "${prodcfg[@]}" \
+        --record-size "$size" --throughput "$THROUGHPUT" "${prodcfg[@]}" \
         --producer-props "bootstrap.servers=$bs" "acks=$acks" "linger.ms=$LINGER_MS" "batch.size=$BATCH_SIZE" \
         > "$LOGS/$tag-produce.log" 2>&1
       local prc=$?
