@@ -157,11 +157,39 @@ def test_an_expired_certificate_is_refused_by_clients(pki, sw):
         assert b.alive()
 
 
-def test_mutual_tls_requires_a_client_certificate_from_the_ca(pki, sw):
+def test_mutual_tls_requires_a_client_certificate_from_the_ca(pki, sw, tmp_path):
+    """confluent-kafka, the Java client (PEM keystore) and kafkajs show the client certificate
+    and are served; without one, or with one from another CA, a client is refused."""
     with ssl_broker(pki, sw, client_ca="ca") as b:
         round_trip(tls_conf(b.bootstrap, pki, cert="client"), n=50)
         assert cannot_connect(tls_conf(b.bootstrap, pki))
         assert cannot_connect(tls_conf(b.bootstrap, pki, cert="stranger"))
+
+        keystore = tmp_path / "client-keystore.pem"
+        keystore.write_text(open(os.path.join(pki, "client.key")).read()
+                            + open(os.path.join(pki, "client.pem")).read())
+        conf = tmp_path / "mtls.properties"
+        conf.write_text("security.protocol=SSL\nssl.truststore.type=PEM\n"
+                        f"ssl.truststore.location={os.path.join(pki, 'ca.pem')}\n"
+                        f"ssl.keystore.type=PEM\nssl.keystore.location={keystore}\n")
+        out = conftest.java_round_trip(tmp_path, b.bootstrap, f"mtls-java-{uuid.uuid4().hex[:6]}",
+                                       200, config=conf)
+        assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-4000:]}"
+        assert out.stdout.count(" 200") == 5, out.stdout
+
+        require(shutil.which("node") is not None and shutil.which("npm") is not None, "node/npm")
+        node = conftest.ROOT / "tests/node"
+        if not (node / "node_modules/kafkajs").exists():
+            r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=node,
+                               capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, r.stderr
+        topic = f"mtls-js-{uuid.uuid4().hex[:8]}"
+        env = dict(os.environ, KELP_SSL_CA=os.path.join(pki, "ca.pem"),
+                   KELP_SSL_CERT=os.path.join(pki, "client.pem"),
+                   KELP_SSL_KEY=os.path.join(pki, "client.key"))
+        out = subprocess.run(["node", "groupcheck.js", b.bootstrap, topic, f"g-{topic}", "200"],
+                             cwd=node, env=env, capture_output=True, text=True, timeout=90)
+        assert out.returncode == 0 and "OK 200" in out.stdout, out.stdout + out.stderr[-3000:]
         assert b.alive()
 
 

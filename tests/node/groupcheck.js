@@ -12,6 +12,11 @@ const n = Number(nStr);
 const fs = require("fs");
 const config = { brokers: [bootstrap], clientId: "kelp-e2e", logLevel: logLevel.NOTHING };
 if (process.env.KELP_SSL_CA) config.ssl = { ca: [fs.readFileSync(process.env.KELP_SSL_CA)] };
+// KELP_SSL_CERT and KELP_SSL_KEY: a client certificate (mutual TLS).
+if (config.ssl && process.env.KELP_SSL_CERT) {
+  config.ssl.cert = fs.readFileSync(process.env.KELP_SSL_CERT);
+  config.ssl.key = fs.readFileSync(process.env.KELP_SSL_KEY);
+}
 if (process.env.KELP_SASL) {
   const [mechanism, username, ...rest] = process.env.KELP_SASL.split(":");
   if (mechanism === "oauthbearer") {
