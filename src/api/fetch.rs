@@ -77,6 +77,9 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Result<Response,
     } else {
         (req.max_bytes as usize).min(limit)
     };
+    // read_committed (isolation level 1, v4+): up to the last stable offset, with the
+    // aborted transactions among the records.
+    let committed = req.isolation_level == 1;
     loop {
         let items = wanted
             .iter()
@@ -86,10 +89,11 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Result<Response,
                 offset,
                 max_bytes: max.min(max_bytes),
                 response_max: max_bytes,
+                committed,
             })
             .collect();
         let results = ctx.shard.scatter(items).await;
-        let (total, any_error) = fill(&mut topics, &wanted, results, max_bytes);
+        let (total, any_error) = fill(&mut topics, &wanted, results, max_bytes, committed);
         if total >= min_bytes || any_error || Instant::now() >= deadline || wanted.is_empty() {
             break;
         }
@@ -120,6 +124,7 @@ fn fill(
     wanted: &[(usize, usize, i64, usize)],
     results: Vec<Result<crate::partition::ReadOut, KelpError>>,
     max_bytes: usize,
+    committed: bool,
 ) -> (usize, bool) {
     let mut total = 0usize;
     let mut any_error = false;
@@ -130,15 +135,26 @@ fn fill(
             Ok(read) => {
                 po.error_code = code::NONE;
                 po.high_watermark = read.high_watermark;
-                po.last_stable_offset = read.high_watermark;
+                po.last_stable_offset = read.last_stable_offset;
                 po.log_start_offset = read.log_start_offset;
+                let mut read_to = -1;
                 for b in read.batches {
                     if total > 0 && total + b.len() > max_bytes {
                         break;
                     }
                     total += b.len();
+                    read_to = crate::record::BatchHeader::parse(&b)
+                        .map_or(read_to, |h| h.last_offset() + 1);
                     po.records.push(b);
                 }
+                po.aborted = committed.then(|| {
+                    // Only those among the batches kept within the response limit.
+                    read.aborted
+                        .iter()
+                        .filter(|a| a.first_offset < read_to)
+                        .map(|a| (a.producer_id, a.first_offset))
+                        .collect()
+                });
             }
             Err(e) => {
                 any_error = true;

@@ -28,6 +28,7 @@ pub async fn handle(
                 topic: t.name.0.to_string(),
                 partition: p.partition_index,
                 timestamp: p.timestamp,
+                committed: req.isolation_level == 1,
             });
         }
     }

@@ -105,6 +105,7 @@ pub async fn handle(
                     topic: t.topic.0.to_string(),
                     partition: p.partition,
                     timestamp: timestamp::LATEST,
+                    committed: false,
                 });
             }
             plans.push(plan);

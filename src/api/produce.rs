@@ -56,6 +56,11 @@ pub async fn handle(
                 }
                 let records = p.records.ok_or(KelpError::InvalidRecord("null records"))?;
                 let batches = ValidatedBatches::validate(records, m.max_message_bytes())?;
+                if batches.headers().any(|h| h.is_transactional()) {
+                    // Kafka: transactional records need the request's transactional id
+                    // (and WRITE on it); transactions are not served yet.
+                    return Err(KelpError::TransactionsUnsupported);
+                }
                 items.push(ProduceItem {
                     topic: topic.name.clone(),
                     partition: p.index,

@@ -11,6 +11,7 @@
 pub mod cache;
 pub mod producer_state;
 pub mod settle;
+pub mod txn;
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -20,9 +21,11 @@ use uuid::Uuid;
 
 use crate::error::KelpError;
 use crate::record::batch::{first_offset_at_or_after, BatchHeader};
+use crate::record::control::control_type;
 use crate::storage::{PartitionStore, Recovered};
 use cache::BatchCache;
 use producer_state::ProducerStates;
+use txn::{AbortedTxn, Transactions};
 
 /// Special ListOffsets timestamps (KIP-734, KIP-405).
 pub mod timestamp {
@@ -47,16 +50,23 @@ pub struct ReadOut {
     pub high_watermark: i64,
     /// The partition's log start offset at the time of the read.
     pub log_start_offset: i64,
+    /// The last stable offset at the time of the read (the high watermark when no
+    /// transaction is open).
+    pub last_stable_offset: i64,
+    /// For a read_committed read: the aborted transactions with records in what was read.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 impl ReadOut {
     /// No batches, with the partition's offsets.
-    pub fn empty(high_watermark: i64, log_start_offset: i64) -> Self {
+    pub fn empty(high_watermark: i64, log_start_offset: i64, last_stable_offset: i64) -> Self {
         ReadOut {
             batches: Vec::new(),
             bytes: 0,
             high_watermark,
             log_start_offset,
+            last_stable_offset,
+            aborted: Vec::new(),
         }
     }
 }
@@ -81,6 +91,8 @@ pub struct Partition {
     /// When the last append was reserved.
     pub last_append: Option<Instant>,
     producers: ProducerStates,
+    /// Open and aborted transactions (KIP-98).
+    txns: Transactions,
     /// The leader epoch this state was built under: another tenure (the partition was led
     /// by another node meanwhile) starts from fresh state.
     pub epoch: i32,
@@ -102,6 +114,7 @@ impl Partition {
             max_timestamp: (-1, -1),
             last_append: None,
             producers: ProducerStates::default(),
+            txns: Transactions::default(),
             epoch: 0,
         }
     }
@@ -141,6 +154,16 @@ impl Partition {
         self.log_start
     }
 
+    /// The last stable offset: read_committed readers read up to it (KIP-98).
+    pub fn last_stable_offset(&self) -> i64 {
+        self.txns.last_stable_offset(self.hw)
+    }
+
+    /// Open and aborted transactions.
+    pub fn transactions(&self) -> &Transactions {
+        &self.txns
+    }
+
     /// Bytes held in this partition's cache.
     pub fn cached_bytes(&self) -> usize {
         self.cache.bytes()
@@ -151,6 +174,7 @@ impl Partition {
             self.max_timestamp = (h.max_timestamp, h.base_offset);
         }
         self.hw = h.last_offset() + 1;
+        self.txns.observe(h, control_type(h, &data));
         self.cache
             .push(h.base_offset, h.last_offset(), h.max_timestamp, data);
     }
@@ -162,6 +186,7 @@ impl Partition {
             return 0;
         }
         self.log_start = offset.min(self.hw);
+        self.txns.forget_below(self.log_start);
         self.cache.drop_below(self.log_start)
     }
 
@@ -186,6 +211,7 @@ impl Partition {
         if freed > 0 && !self.store.keeps_evicted() {
             let first = self.cache.first_base().unwrap_or(self.hw);
             self.log_start = self.log_start.max(first.min(through.saturating_add(1)));
+            self.txns.forget_below(self.log_start);
         }
         freed
     }
@@ -197,25 +223,43 @@ impl Partition {
 
     /// Reads whole batches from `offset`, up to `max_bytes` but always at least one batch
     /// when any is available (Kafka's first-batch rule), so oversized batches still progress.
-    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<ReadOut, KelpError> {
+    /// `committed` (read_committed) stops at the last stable offset and lists the aborted
+    /// transactions among what was read.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        committed: bool,
+    ) -> Result<ReadOut, KelpError> {
         let (start, end) = (self.log_start, self.hw);
         if offset < start || offset > end {
             return Err(KelpError::OffsetOutOfRange { offset, start, end });
         }
+        let lso = self.last_stable_offset();
+        let upper = if committed { lso } else { end };
         let mut out = ReadOut {
             high_watermark: end,
             log_start_offset: start,
+            last_stable_offset: lso,
             ..Default::default()
         };
+        let mut read_to = offset;
         for b in self.cache.from_offset(offset) {
+            if b.base >= upper {
+                break;
+            }
             if !out.batches.is_empty() && out.bytes + b.data.len() > max_bytes {
                 break;
             }
             out.bytes += b.data.len();
             out.batches.push(b.data.clone());
+            read_to = b.last + 1;
             if out.bytes >= max_bytes {
                 break;
             }
+        }
+        if committed && read_to > offset {
+            out.aborted = self.txns.aborted_between(offset, read_to);
         }
         Ok(out)
     }
@@ -236,8 +280,10 @@ impl Partition {
     }
 
     /// ListOffsets: (timestamp, offset) for a special or real timestamp; (-1, -1) if none.
-    pub fn offset_for_timestamp(&self, ts: i64) -> (i64, i64) {
+    /// `committed` (read_committed): the latest offset is the last stable offset.
+    pub fn offset_for_timestamp(&self, ts: i64, committed: bool) -> (i64, i64) {
         match ts {
+            timestamp::LATEST if committed => (-1, self.last_stable_offset()),
             timestamp::LATEST => (-1, self.hw),
             timestamp::EARLIEST | timestamp::EARLIEST_LOCAL => (-1, self.log_start),
             timestamp::MAX_TIMESTAMP => {
@@ -311,26 +357,73 @@ mod tests {
         assert_eq!(p.append_now(validated(3, 100)).unwrap().0, 0);
         assert_eq!(p.append_now(validated(2, 200)).unwrap().0, 3);
         assert_eq!(p.high_watermark(), 5);
-        let r = p.read(0, 1 << 20).unwrap();
+        let r = p.read(0, 1 << 20, false).unwrap();
         assert_eq!(r.batches.len(), 2);
         // Offset inside the first batch still returns that whole batch.
-        assert_eq!(p.read(1, 1 << 20).unwrap().batches.len(), 2);
-        assert_eq!(p.read(3, 1 << 20).unwrap().batches.len(), 1);
+        assert_eq!(p.read(1, 1 << 20, false).unwrap().batches.len(), 2);
+        assert_eq!(p.read(3, 1 << 20, false).unwrap().batches.len(), 1);
         // First-batch rule: a tiny limit still yields one batch.
-        assert_eq!(p.read(0, 1).unwrap().batches.len(), 1);
-        assert!(p.read(5, 10).unwrap().batches.is_empty());
-        assert!(p.read(6, 10).is_err());
-        assert_eq!(p.offset_for_timestamp(timestamp::LATEST), (-1, 5));
-        assert_eq!(p.offset_for_timestamp(201).1, 4);
-        assert_eq!(p.offset_for_timestamp(101).1, 1);
-        assert_eq!(p.offset_for_timestamp(timestamp::MAX_TIMESTAMP), (201, 4));
-        assert_eq!(p.offset_for_timestamp(9999), (-1, -1));
+        assert_eq!(p.read(0, 1, false).unwrap().batches.len(), 1);
+        assert!(p.read(5, 10, false).unwrap().batches.is_empty());
+        assert!(p.read(6, 10, false).is_err());
+        assert_eq!(p.offset_for_timestamp(timestamp::LATEST, false), (-1, 5));
+        assert_eq!(p.offset_for_timestamp(201, false).1, 4);
+        assert_eq!(p.offset_for_timestamp(101, false).1, 1);
+        assert_eq!(
+            p.offset_for_timestamp(timestamp::MAX_TIMESTAMP, false),
+            (201, 4)
+        );
+        assert_eq!(p.offset_for_timestamp(9999, false), (-1, -1));
         // Nothing keeps evicted records of the memory engine: the log start moves past them.
         assert!(p.evict_through(2) > 0);
         assert_eq!(p.log_start_offset(), 3);
-        assert!(p.read(0, 10).is_err());
+        assert!(p.read(0, 10, false).is_err());
         assert!(!p.cold(0) && !p.cold(3));
-        assert_eq!(p.offset_for_timestamp(timestamp::EARLIEST), (-1, 3));
+        assert_eq!(p.offset_for_timestamp(timestamp::EARLIEST, false), (-1, 3));
+    }
+
+    #[test]
+    fn read_committed_stops_at_the_last_stable_offset() {
+        use crate::record::control::{marker_batch, ControlType};
+        // A transactional batch of producer `pid` (attributes bit 4, CRC refreshed).
+        let txn = |pid: i64, seq: i32| {
+            let mut b = make_producer_batch(2, 0, pid, 0, seq);
+            b[22] |= 0x10;
+            crate::record::build::refresh_crcs(&mut b);
+            ValidatedBatches::validate(b, 1 << 20).unwrap()
+        };
+        let marker = |kind, pid| {
+            ValidatedBatches::validate_broker(marker_batch(kind, pid, 0, 0, 5)).unwrap()
+        };
+        let mut p = memory();
+        p.append_now(validated(1, 0)).unwrap(); // 0
+        p.append_now(txn(7, 0)).unwrap(); // 1-2, producer 7 opens
+        p.append_now(txn(8, 0)).unwrap(); // 3-4, producer 8 opens
+        assert_eq!((p.high_watermark(), p.last_stable_offset()), (5, 1));
+        let r = p.read(0, 1 << 20, true).unwrap();
+        assert_eq!((r.batches.len(), r.last_stable_offset), (1, 1));
+        assert_eq!(p.read(0, 1 << 20, false).unwrap().batches.len(), 3);
+        assert_eq!(p.offset_for_timestamp(timestamp::LATEST, true), (-1, 1));
+        assert_eq!(p.offset_for_timestamp(timestamp::LATEST, false), (-1, 5));
+        p.append_now(marker(ControlType::Abort, 7)).unwrap(); // 5
+        assert_eq!(p.last_stable_offset(), 3);
+        p.append_now(marker(ControlType::Commit, 8)).unwrap(); // 6
+        assert_eq!(p.last_stable_offset(), 7);
+        let r = p.read(0, 1 << 20, true).unwrap();
+        assert_eq!(r.batches.len(), 5);
+        assert_eq!(
+            r.aborted
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset))
+                .collect::<Vec<_>>(),
+            [(7, 1)]
+        );
+        // A read from past the aborted transaction is not told about it.
+        assert!(p.read(6, 1 << 20, true).unwrap().aborted.is_empty());
+        // Nor is a read_uncommitted one.
+        assert!(p.read(0, 1 << 20, false).unwrap().aborted.is_empty());
+        p.advance_log_start(6);
+        assert!(p.transactions().aborted_between(0, 10).is_empty());
     }
 
     #[test]

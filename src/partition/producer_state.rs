@@ -72,6 +72,10 @@ impl ProducerStates {
                 current: e.epoch,
             });
         }
+        if h.is_control() {
+            // A transaction marker (written by the broker) carries no sequence.
+            return Ok(SeqCheck::Append);
+        }
         let last_seq = add_seq(h.base_sequence, h.last_offset_delta);
         if h.producer_epoch > e.epoch {
             return if h.base_sequence == 0 {
@@ -107,6 +111,14 @@ impl ProducerStates {
             return;
         }
         let e = self.producers.entry(h.producer_id).or_default();
+        if h.is_control() {
+            // Markers take no place in the sequence window; a newer epoch still fences.
+            if h.producer_epoch > e.epoch {
+                e.epoch = h.producer_epoch;
+                e.batches.clear();
+            }
+            return;
+        }
         if h.producer_epoch != e.epoch {
             // A new epoch starts a fresh sequence space.
             e.epoch = h.producer_epoch;

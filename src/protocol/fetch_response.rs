@@ -17,10 +17,13 @@ pub struct PartitionOut {
     pub error_code: i16,
     /// The offset after the last committed record.
     pub high_watermark: i64,
-    /// Equal to the high watermark: without transactions nothing is pending.
+    /// The last stable offset (KIP-98): the high watermark unless a transaction is open.
     pub last_stable_offset: i64,
     /// The first offset still stored (v5+).
     pub log_start_offset: i64,
+    /// Aborted transactions among the records, as (producer id, first offset): Some for
+    /// read_committed fetches, None (null) for read_uncommitted ones.
+    pub aborted: Option<Vec<(i64, i64)>>,
     /// Whole record batches, in offset order.
     pub records: Vec<Bytes>,
 }
@@ -76,11 +79,19 @@ pub fn encode(
             if v >= 5 {
                 cur.put_i64(p.log_start_offset);
             }
-            // aborted_transactions: null (no transactions are ever aborted here)
-            if flex {
-                put_uvarint(&mut cur, 0);
-            } else {
-                cur.put_i32(-1);
+            match &p.aborted {
+                None if flex => put_uvarint(&mut cur, 0),
+                None => cur.put_i32(-1),
+                Some(list) => {
+                    put_array_len(&mut cur, list.len(), flex);
+                    for &(producer_id, first_offset) in list {
+                        cur.put_i64(producer_id);
+                        cur.put_i64(first_offset);
+                        if flex {
+                            put_uvarint(&mut cur, 0); // tagged fields
+                        }
+                    }
+                }
             }
             if v >= 11 {
                 cur.put_i32(-1); // preferred_read_replica

@@ -163,8 +163,22 @@ pub struct ValidatedBatches {
 
 impl ValidatedBatches {
     /// Checks every batch in a produce records region: magic 2, consistent lengths, CRC32C over
-    /// attributes..end, sane record counts. Nothing is copied.
+    /// attributes..end, sane record counts, no control batch. Nothing is copied.
     pub fn validate(buf: BytesMut, max_batch_bytes: usize) -> Result<Self, KelpError> {
+        Self::validate_from(buf, max_batch_bytes, false)
+    }
+
+    /// The same checks for batches the broker writes itself: transaction markers (control
+    /// batches) pass.
+    pub fn validate_broker(buf: BytesMut) -> Result<Self, KelpError> {
+        Self::validate_from(buf, usize::MAX, true)
+    }
+
+    fn validate_from(
+        buf: BytesMut,
+        max_batch_bytes: usize,
+        broker: bool,
+    ) -> Result<Self, KelpError> {
         let mut batches = Vec::with_capacity(1);
         let mut pos = 0usize;
         let mut offset_count = 0i64;
@@ -206,6 +220,13 @@ impl ValidatedBatches {
                 return Err(KelpError::CorruptMessage("record batch CRC mismatch"));
             }
             check_counts(&h)?;
+            if h.is_control() && !broker {
+                // Commit and abort markers are the broker's to write (Kafka's LogValidator:
+                // "Clients are not allowed to write control records").
+                return Err(KelpError::InvalidRecord(
+                    "clients are not allowed to write control records",
+                ));
+            }
             if h.compression() == 0 {
                 // Kafka walks every record of an uncompressed batch as it validates it and
                 // rejects fewer records than the count ("premature EOF"), bytes after the

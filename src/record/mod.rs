@@ -7,6 +7,7 @@
 
 pub mod batch;
 pub mod build;
+pub mod control;
 pub mod walk;
 
 pub use batch::{BatchHeader, ValidatedBatches, BATCH_HEADER_LEN};

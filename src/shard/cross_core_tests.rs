@@ -85,6 +85,7 @@ async fn drive(shard: &Rc<Shard>) -> Result<u64, String> {
                 offset: 0,
                 max_bytes: 1024,
                 response_max: 1024,
+                committed: false,
             }]);
             let out = crate::deadline::until(read, Instant::now() + STALL)
                 .await

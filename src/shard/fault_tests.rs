@@ -119,6 +119,7 @@ async fn contents(shard: &Shard) -> Vec<(i64, i32)> {
             offset,
             max_bytes: 1 << 20,
             response_max: 1 << 20,
+            committed: false,
         };
         let read = shard
             .read(item, Rc::new(ColdBudget::new(1 << 20)))

@@ -46,6 +46,8 @@ pub struct ReadItem {
     /// shard runs for one request read at most this much in all (plus the first batch),
     /// so a Fetch of many partitions below the cache never holds more than it can answer.
     pub response_max: usize,
+    /// read_committed (isolation level 1): stop at the last stable offset.
+    pub committed: bool,
 }
 
 /// What the reads below the cache of one request on one shard may still allocate: each
@@ -84,6 +86,8 @@ pub struct OffsetsItem {
     pub partition: i32,
     /// Timestamp to look up, or a special one ([`crate::partition::timestamp`]).
     pub timestamp: i64,
+    /// read_committed (isolation level 1): the latest offset is the last stable offset.
+    pub committed: bool,
 }
 
 /// (timestamp, offset) found.

@@ -195,30 +195,52 @@ impl Shard {
             }
         }
         let cold = self.with_partition(&it.topic, it.partition, |p| {
-            p.cold(it.offset)
-                .then(|| (p.store().clone(), p.high_watermark(), p.log_start_offset()))
+            p.cold(it.offset).then(|| {
+                (
+                    p.store().clone(),
+                    p.high_watermark(),
+                    p.log_start_offset(),
+                    p.last_stable_offset(),
+                )
+            })
         })?;
-        let Some((store, hw, log_start)) = cold else {
-            return self
-                .with_partition(&it.topic, it.partition, |p| p.read(it.offset, it.max_bytes))?;
+        let Some((store, hw, log_start, lso)) = cold else {
+            return self.with_partition(&it.topic, it.partition, |p| {
+                p.read(it.offset, it.max_bytes, it.committed)
+            })?;
         };
         let share = cold_budget.take(it.max_bytes);
         if share == 0 {
             // The response is full: nothing is read (the first-batch rule is for the
             // response's first partition with data, which took a share).
-            return Ok(ReadOut::empty(hw, log_start));
+            return Ok(ReadOut::empty(hw, log_start, lso));
         }
-        let read = store.read(it.offset, share, hw).await;
+        // read_committed readers stop at the last stable offset.
+        let upper = if it.committed { lso } else { hw };
+        let read = store.read(it.offset, share, upper).await;
         let used = read.as_ref().map_or(0, |b| b.iter().map(|b| b.len()).sum());
         cold_budget.give_back(share.saturating_sub(used));
         let batches = read.inspect_err(|e| {
             tracing::error!(topic = %it.topic, partition = it.partition, error = %e, "read below the cache failed");
         })?;
+        let read_to = batches
+            .last()
+            .and_then(|b| crate::record::BatchHeader::parse(b).ok())
+            .map_or(it.offset, |h| h.last_offset() + 1);
+        let aborted = if it.committed && read_to > it.offset {
+            self.with_partition(&it.topic, it.partition, |p| {
+                p.transactions().aborted_between(it.offset, read_to)
+            })?
+        } else {
+            Vec::new()
+        };
         Ok(ReadOut {
             bytes: batches.iter().map(|b| b.len()).sum(),
             batches,
             high_watermark: hw,
             log_start_offset: log_start,
+            last_stable_offset: lso,
+            aborted,
         })
     }
 
@@ -231,7 +253,7 @@ impl Shard {
         let (found, cache_start, log_start, hw, store) =
             self.with_partition(&it.topic, it.partition, |p| {
                 (
-                    p.offset_for_timestamp(it.timestamp),
+                    p.offset_for_timestamp(it.timestamp, it.committed),
                     p.cache_start(),
                     p.log_start_offset(),
                     p.high_watermark(),

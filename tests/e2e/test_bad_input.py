@@ -570,6 +570,31 @@ def test_produce_batch_length_beyond_data(bootstrap, topic, version):
     assert_alive(bootstrap)
 
 
+@pytest.mark.parametrize("version", [3, 9])
+def test_clients_cannot_write_control_batches(bootstrap, topic, version):
+    # A commit or abort marker (attributes: transactional | control) from a client. Kafka's
+    # LogValidator: "Clients are not allowed to write control records" -> INVALID_RECORD.
+    before = latest_offset(bootstrap, topic)
+    marker = kwire.record_batch([b"\x00\x00\x00\x00\x00\x00"], keys=[b"\x00\x00\x00\x01"],
+                                producer_id=5, producer_epoch=0, attributes=0x30)
+    p = produce(bootstrap, version, topic, marker)
+    assert p["error_code"] == INVALID_RECORD, p
+    assert latest_offset(bootstrap, topic) == before
+    assert_alive(bootstrap)
+
+
+def test_transactional_batch_without_transactional_id(bootstrap, topic):
+    # Kafka: transactional records need the request's transactional id and WRITE on it ->
+    # TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53); nothing is appended.
+    before = latest_offset(bootstrap, topic)
+    batch = kwire.record_batch([b"in-a-transaction"], producer_id=5, producer_epoch=0,
+                               base_sequence=0, attributes=0x10)
+    p = produce(bootstrap, 9, topic, batch)
+    assert p["error_code"] == 53, p
+    assert latest_offset(bootstrap, topic) == before
+    assert_alive(bootstrap)
+
+
 def test_produce_invalid_acks(bootstrap, topic):
     # Kafka: acks other than -1, 0, 1 -> INVALID_REQUIRED_ACKS (21) for every partition.
     before = latest_offset(bootstrap, topic)

@@ -92,7 +92,7 @@ fn predicted_offsets_are_cached_in_order() {
     assert!(p.settle(a, vec![Ok((10, 12))]).added > 0);
     assert!(p.settled_through(b));
     assert_eq!(p.high_watermark(), 15);
-    assert_eq!(p.read(10, 1 << 20).unwrap().batches.len(), 2);
+    assert_eq!(p.read(10, 1 << 20, false).unwrap().batches.len(), 2);
     assert!(p.cold(3));
     assert!(!p.cold(12));
 }
