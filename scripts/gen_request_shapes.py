@@ -53,6 +53,10 @@ MESSAGES = [
     ("DESCRIBE_ACLS", "DescribeAclsRequest"),
     ("CREATE_ACLS", "CreateAclsRequest"),
     ("DELETE_ACLS", "DeleteAclsRequest"),
+    ("ADD_PARTITIONS_TO_TXN", "AddPartitionsToTxnRequest"),
+    ("ADD_OFFSETS_TO_TXN", "AddOffsetsToTxnRequest"),
+    ("END_TXN", "EndTxnRequest"),
+    ("TXN_OFFSET_COMMIT", "TxnOffsetCommitRequest"),
     ("CONSUMER_PROTOCOL_SUBSCRIPTION", "ConsumerProtocolSubscription"),
 ]
 

@@ -92,6 +92,20 @@ pub mod code {
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
     /// The storage engine failed or cannot be reached; clients retry.
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    /// A transactional request in a state that does not allow it (EndTxn with nothing open).
+    pub const INVALID_TXN_STATE: i16 = 48;
+    /// A producer id that is not the transactional id's.
+    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+    /// A transaction timeout above `--transaction-max-timeout-ms`.
+    pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+    /// Another operation on the transactional id is under way: the client retries.
+    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+    /// OffsetFetch with require_stable while a transaction holds offsets of the partition.
+    pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+    /// A newer producer with the same transactional id took over (KIP-588).
+    pub const PRODUCER_FENCED: i16 = 90;
+    /// DescribeTransactions of an id the coordinator does not know.
+    pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
     /// DeleteGroups on a group that still has members.
     pub const NON_EMPTY_GROUP: i16 = 68;
     /// A group that does not exist.
@@ -305,6 +319,30 @@ pub enum KelpError {
     /// The principal may not do this to the cluster.
     #[error("not authorized to do this on the cluster")]
     ClusterAuthorizationFailed,
+    /// The principal may not use the transactional id.
+    #[error("not authorized to use the transactional id")]
+    TransactionalIdAuthorizationFailed,
+    /// EndTxn or the like in a state that does not allow it.
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
+    /// A producer id that is not the transactional id's.
+    #[error("the producer id is not the transactional id's")]
+    InvalidProducerIdMapping,
+    /// A transaction timeout over the broker's maximum (the value sent, in ms).
+    #[error("transaction timeout {0} ms exceeds the broker's maximum")]
+    InvalidTransactionTimeout(i32),
+    /// Another operation on the transactional id is under way.
+    #[error("a concurrent operation on the transaction is under way")]
+    ConcurrentTransactions,
+    /// A newer producer with the same transactional id took over.
+    #[error("the producer was fenced by a newer one with the same transactional id")]
+    ProducerFenced,
+    /// Offsets a transaction holds are not settled yet.
+    #[error("the partition has offsets pending in a transaction")]
+    UnstableOffsetCommit,
+    /// An unknown transactional id.
+    #[error("unknown transactional id")]
+    TransactionalIdNotFound,
 }
 
 impl KelpError {
@@ -360,6 +398,14 @@ impl KelpError {
             TopicAuthorizationFailed => code::TOPIC_AUTHORIZATION_FAILED,
             GroupAuthorizationFailed => code::GROUP_AUTHORIZATION_FAILED,
             ClusterAuthorizationFailed => code::CLUSTER_AUTHORIZATION_FAILED,
+            TransactionalIdAuthorizationFailed => code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            InvalidTxnState(_) => code::INVALID_TXN_STATE,
+            InvalidProducerIdMapping => code::INVALID_PRODUCER_ID_MAPPING,
+            InvalidTransactionTimeout(_) => code::INVALID_TRANSACTION_TIMEOUT,
+            ConcurrentTransactions => code::CONCURRENT_TRANSACTIONS,
+            ProducerFenced => code::PRODUCER_FENCED,
+            UnstableOffsetCommit => code::UNSTABLE_OFFSET_COMMIT,
+            TransactionalIdNotFound => code::TRANSACTIONAL_ID_NOT_FOUND,
         }
     }
 

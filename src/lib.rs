@@ -24,3 +24,4 @@ pub mod record;
 pub mod server;
 pub mod shard;
 pub mod storage;
+pub mod txn;

@@ -30,10 +30,10 @@ fn check_segment(first: u8, seg: &[u8]) {
     // The first byte picks the read size, so chunk boundaries fall everywhere.
     let chunk = 1 + usize::from(first) * 13;
     let mut batches = 0usize;
-    let s = scan_segment_bytes(seg, 0, chunk, &mut |_| batches += 1);
+    let s = scan_segment_bytes(seg, 0, chunk, &mut |_, _| batches += 1);
     assert!(s.valid_len <= seg.len() as u64);
     // Reading in chunks must decide exactly as reading the whole segment at once.
-    let whole = scan_segment_bytes(seg, 0, seg.len().max(1), &mut |_| {});
+    let whole = scan_segment_bytes(seg, 0, seg.len().max(1), &mut |_, _| {});
     assert_eq!(
         (s.valid_len, s.next_offset),
         (whole.valid_len, whole.next_offset)
@@ -41,7 +41,7 @@ fn check_segment(first: u8, seg: &[u8]) {
     // What recovery keeps scans again as intact, to the byte.
     let kept = &seg[..s.valid_len as usize];
     let mut again = 0usize;
-    let k = scan_segment_bytes(kept, 0, 1 << 20, &mut |_| again += 1);
+    let k = scan_segment_bytes(kept, 0, 1 << 20, &mut |_, _| again += 1);
     assert_eq!(
         (k.valid_len, k.next_offset, k.damage),
         (s.valid_len, s.next_offset, None)

@@ -2,7 +2,8 @@
 //! is the coordinator of every group and requests for a group are forwarded to its shard
 //! (`shard/`); with `--advertise-shards` the answer names the owning shard's own node, so
 //! the group's requests arrive on its core. Several Kelp nodes over SeaweedMQ spread the
-//! groups over the live nodes (`cluster::leaders`).
+//! groups over the live nodes (`cluster::leaders`). Transactional ids are placed like groups
+//! (the same hash), so their coordinator is found the same way.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -23,7 +24,7 @@ fn check_key(ctx: &RequestContext, key: &str, key_type: i8) -> Result<(), KelpEr
             Err(KelpError::GroupAuthorizationFailed)
         }
         KEY_TYPE_GROUP => Ok(()),
-        KEY_TYPE_TRANSACTION => Err(KelpError::TransactionsUnsupported),
+        KEY_TYPE_TRANSACTION => super::txn::check_id(ctx, key, Operation::Describe),
         other => Err(KelpError::InvalidRequest(format!(
             "unknown key type {other}"
         ))),

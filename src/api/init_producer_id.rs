@@ -1,6 +1,7 @@
 //! InitProducerId (key 22, v0-v4): hands out producer ids and bumps epochs. Sequence checks
-//! happen per partition on the owning shard (`partition::producer_state`); transactions are
-//! not implemented.
+//! happen per partition on the owning shard (`partition::producer_state`). With a
+//! transactional id the id's coordinator answers ([`crate::shard::txn`]): the same producer id
+//! at a new epoch, which fences the previous producer, after aborting its open transaction.
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
@@ -8,6 +9,7 @@ use super::{encoded, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
+use crate::shard::txn::TxnRequest;
 
 /// Handles an InitProducerId request.
 pub async fn handle(
@@ -15,10 +17,37 @@ pub async fn handle(
     req: InitProducerIdRequest,
 ) -> Result<Response, ConnectionError> {
     let mut resp = InitProducerIdResponse::default();
-    if req.transactional_id.is_some() {
-        resp.error_code = KelpError::TransactionsUnsupported.code();
-        resp.producer_id = ProducerId(-1);
-        resp.producer_epoch = -1;
+    // Kafka treats an empty transactional id as none.
+    let txn_id = req
+        .transactional_id
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .filter(|t| !t.is_empty());
+    if let Some(id) = txn_id {
+        let outcome = match super::txn::check_id(ctx, &id, Operation::Write) {
+            Err(e) => Err(e),
+            Ok(()) => {
+                ctx.shard
+                    .txn_call(TxnRequest::Init {
+                        id,
+                        timeout_ms: req.transaction_timeout_ms,
+                        client: (req.producer_id.0, req.producer_epoch),
+                    })
+                    .await
+            }
+        };
+        match outcome {
+            Ok((pid, epoch)) => {
+                resp.error_code = code::NONE;
+                resp.producer_id = ProducerId(pid);
+                resp.producer_epoch = epoch;
+            }
+            Err(e) => {
+                resp.error_code = super::txn::code_for(&e, ctx.header.api_version, 4);
+                resp.producer_id = ProducerId(-1);
+                resp.producer_epoch = -1;
+            }
+        }
     } else if !ctx.cluster_allowed(Operation::IdempotentWrite)
         && !ctx.allowed_any(Operation::Write, ResourceType::Topic)
     {

@@ -3,6 +3,8 @@
 //! [`dispatch`] turns one request frame into at most one response. Handlers read the shared
 //! metadata snapshot through the shard and run partition work through [`Shard::scatter`].
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_acls;
@@ -17,6 +19,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_user_scram_credentials;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -35,6 +38,8 @@ pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
+pub mod txn;
+pub mod txn_offset_commit;
 
 #[cfg(test)]
 mod tests;
@@ -229,6 +234,10 @@ pub async fn dispatch(
         Request::CreateTopics(r) => create_topics::handle(&ctx, r).await.map(Some),
         Request::DeleteTopics(r) => delete_topics::handle(&ctx, r).await.map(Some),
         Request::InitProducerId(r) => init_producer_id::handle(&ctx, r).await.map(Some),
+        Request::AddPartitionsToTxn(r) => add_partitions_to_txn::handle(&ctx, r).await.map(Some),
+        Request::AddOffsetsToTxn(r) => add_offsets_to_txn::handle(&ctx, r).await.map(Some),
+        Request::EndTxn(r) => end_txn::handle(&ctx, r).await.map(Some),
+        Request::TxnOffsetCommit(r) => txn_offset_commit::handle(&ctx, r).await.map(Some),
         Request::OffsetForLeaderEpoch(r) => {
             offset_for_leader_epoch::handle(&ctx, r).await.map(Some)
         }

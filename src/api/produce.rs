@@ -19,12 +19,18 @@ pub async fn handle(
     ctx: &RequestContext,
     req: ProduceRequest,
 ) -> Result<Option<Response>, ConnectionError> {
+    let txn_id = req
+        .transactional_id
+        .as_ref()
+        .map(|t| t.to_string())
+        .filter(|t| !t.is_empty());
     let request_error = if !matches!(req.acks, -1..=1) {
         Some(KelpError::InvalidRequiredAcks(req.acks))
-    } else if req.transactional_id.is_some() {
-        Some(KelpError::TransactionsUnsupported)
     } else {
-        None
+        // Kafka: a transactional produce needs WRITE on its transactional id.
+        txn_id
+            .as_deref()
+            .and_then(|id| super::txn::check_id(ctx, id, Operation::Write).err())
     };
 
     // A client's timeout of 0 or less still leaves a moment for the storage engine.
@@ -56,10 +62,10 @@ pub async fn handle(
                 }
                 let records = p.records.ok_or(KelpError::InvalidRecord("null records"))?;
                 let batches = ValidatedBatches::validate(records, m.max_message_bytes())?;
-                if batches.headers().any(|h| h.is_transactional()) {
+                if txn_id.is_none() && batches.headers().any(|h| h.is_transactional()) {
                     // Kafka: transactional records need the request's transactional id
-                    // (and WRITE on it); transactions are not served yet.
-                    return Err(KelpError::TransactionsUnsupported);
+                    // (and WRITE on it).
+                    return Err(KelpError::TransactionalIdAuthorizationFailed);
                 }
                 items.push(ProduceItem {
                     topic: topic.name.clone(),

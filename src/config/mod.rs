@@ -155,6 +155,11 @@ pub struct Config {
     #[arg(long, default_value_t = 0)]
     pub connections_max_reauth_ms: u64,
 
+    /// Longest transaction.timeout.ms a transactional producer may ask for, as Kafka's
+    /// `transaction.max.timeout.ms`; a transaction open longer than its timeout is aborted.
+    #[arg(long, default_value_t = 900_000)]
+    pub transaction_max_timeout_ms: i32,
+
     /// Authorization, as Kafka's `authorizer.class.name`: `none` lets every client do
     /// everything (CreateAcls and friends answer SECURITY_DISABLED); `acl` checks every
     /// request against the ACLs (kept where the data is, managed with `kafka-acls`).

@@ -12,9 +12,9 @@ use std::time::Instant;
 use super::classic::{Group, GroupConfig, Pending};
 use super::messages::{
     CommitRequest, FetchRequest, GroupListing, GroupReply, GroupRequest, JoinResponse,
-    PartitionResults, SyncResponse,
+    PartitionResults, SyncResponse, TxnCommitRequest,
 };
-use super::offsets::{OffsetStore, TopicPartition};
+use super::offsets::{CommittedOffset, OffsetStore, TopicPartition};
 use super::state::GroupState;
 use crate::error::KelpError;
 
@@ -26,7 +26,13 @@ pub struct Coordinator {
     config: GroupConfig,
     groups: RefCell<HashMap<String, Group>>,
     offsets: Rc<dyn OffsetStore>,
+    /// Offsets transactional producers committed (TxnOffsetCommit), by group and producer
+    /// id, waiting for their transaction's end.
+    pending: RefCell<HashMap<String, HashMap<i64, Vec<PendingOffset>>>>,
 }
+
+/// One partition's offset a transaction holds.
+pub type PendingOffset = (TopicPartition, CommittedOffset);
 
 impl Coordinator {
     /// A coordinator with no groups, storing offsets in `offsets`.
@@ -35,6 +41,7 @@ impl Coordinator {
             config,
             groups: RefCell::new(HashMap::new()),
             offsets,
+            pending: RefCell::new(HashMap::new()),
         }
     }
 
@@ -116,6 +123,12 @@ impl Coordinator {
             GroupRequest::DeleteOffsets(g, parts) => {
                 GroupReply::DeleteOffsets(self.delete_offsets(&g, parts).await)
             }
+            GroupRequest::TxnCommit(g, r) => GroupReply::Commit(self.txn_commit(&g, r)),
+            GroupRequest::TxnOutcome {
+                group_id,
+                producer_id,
+                commit,
+            } => GroupReply::Done(self.txn_outcome(&group_id, producer_id, commit).await),
         }
     }
 
@@ -192,6 +205,83 @@ impl Coordinator {
             }
         }
         Ok(results)
+    }
+
+    /// Holds a transaction's offsets until it ends; a later commit of the same partition
+    /// in the transaction replaces the earlier one.
+    fn txn_commit(&self, id: &str, r: TxnCommitRequest) -> Result<PartitionResults, KelpError> {
+        if id.is_empty() {
+            return Err(KelpError::InvalidGroupId);
+        }
+        if r.generation_id >= 0 || !r.member_id.is_empty() {
+            // KIP-447: a member of an older generation may not commit for the group.
+            self.with_group(id, false, |g| {
+                g.check_commit(&r.member_id, r.instance_id.as_deref(), r.generation_id)
+            })
+            .unwrap_or(Err(KelpError::IllegalGeneration))?;
+        }
+        let mut results = Vec::with_capacity(r.offsets.len());
+        let mut pending = self.pending.borrow_mut();
+        let held = pending
+            .entry(id.to_string())
+            .or_default()
+            .entry(r.producer_id)
+            .or_default();
+        for (tp, off) in r.offsets {
+            if off.metadata.len() > MAX_METADATA_BYTES {
+                results.push((
+                    tp,
+                    Err(KelpError::OffsetMetadataTooLarge(off.metadata.len())),
+                ));
+                continue;
+            }
+            results.push((tp.clone(), Ok(())));
+            match held.iter_mut().find(|(t, _)| *t == tp) {
+                Some(slot) => slot.1 = off,
+                None => held.push((tp, off)),
+            }
+        }
+        Ok(results)
+    }
+
+    /// The offsets producer `producer_id`'s transaction holds for group `id`.
+    pub fn pending_of(&self, id: &str, producer_id: i64) -> Vec<PendingOffset> {
+        self.pending
+            .borrow()
+            .get(id)
+            .and_then(|m| m.get(&producer_id))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Puts back offsets a transaction held before a restart.
+    pub fn restore_pending(&self, id: &str, producer_id: i64, offsets: Vec<PendingOffset>) {
+        self.pending
+            .borrow_mut()
+            .entry(id.to_string())
+            .or_default()
+            .insert(producer_id, offsets);
+    }
+
+    /// Applies (commit) or drops the offsets a transaction held.
+    async fn txn_outcome(&self, id: &str, producer_id: i64, commit: bool) -> Result<(), KelpError> {
+        let held = {
+            let mut pending = self.pending.borrow_mut();
+            let held = pending.get_mut(id).and_then(|m| m.remove(&producer_id));
+            if pending.get(id).is_some_and(|m| m.is_empty()) {
+                pending.remove(id);
+            }
+            held
+        };
+        let Some(held) = held.filter(|h| commit && !h.is_empty()) else {
+            return Ok(());
+        };
+        if let Err(e) = self.offsets.commit(id, held.clone()).await {
+            // Kept for the coordinator's next try.
+            self.restore_pending(id, producer_id, held);
+            return Err(e);
+        }
+        Ok(())
     }
 
     fn fetch(

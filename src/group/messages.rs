@@ -199,6 +199,24 @@ pub struct CommitRequest {
     pub offsets: Vec<(TopicPartition, CommittedOffset)>,
 }
 
+/// TxnOffsetCommit: offsets a transactional producer commits, held until its transaction
+/// ends (KIP-98; member fields from KIP-447).
+#[derive(Debug, Clone)]
+pub struct TxnCommitRequest {
+    /// The transactional producer.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub epoch: i16,
+    /// The committing member (v3+), empty if not sent.
+    pub member_id: String,
+    /// Its `group.instance.id`, if static.
+    pub instance_id: Option<String>,
+    /// Its generation (v3+), -1 if not sent.
+    pub generation_id: i32,
+    /// What to commit, per partition.
+    pub offsets: Vec<(TopicPartition, CommittedOffset)>,
+}
+
 /// OffsetFetch for one group: None fetches every committed partition.
 #[derive(Debug, Clone)]
 pub struct FetchRequest {
@@ -229,6 +247,18 @@ pub enum GroupRequest {
     Fetch(String, FetchRequest),
     /// OffsetDelete: partitions whose offsets group `.0` drops.
     DeleteOffsets(String, Vec<TopicPartition>),
+    /// TxnOffsetCommit to group `.0`.
+    TxnCommit(String, TxnCommitRequest),
+    /// A transaction that committed offsets of a group ended: its offsets become the
+    /// group's (commit) or are dropped.
+    TxnOutcome {
+        /// The group.
+        group_id: String,
+        /// The transactional producer.
+        producer_id: i64,
+        /// Whether the transaction committed.
+        commit: bool,
+    },
 }
 
 impl GroupRequest {
@@ -246,6 +276,8 @@ impl GroupRequest {
             Commit(..) => GroupReply::Commit(Err(error)),
             Fetch(..) => GroupReply::Fetch(Err(error)),
             DeleteOffsets(..) => GroupReply::DeleteOffsets(Err(error)),
+            TxnCommit(..) => GroupReply::Commit(Err(error)),
+            TxnOutcome { .. } => GroupReply::Done(Err(error)),
         }
     }
 
@@ -261,7 +293,9 @@ impl GroupRequest {
             | Delete(g)
             | Commit(g, _)
             | Fetch(g, _)
-            | DeleteOffsets(g, _) => Some(g),
+            | DeleteOffsets(g, _)
+            | TxnCommit(g, _)
+            | TxnOutcome { group_id: g, .. } => Some(g),
             List => None,
         }
     }
@@ -293,6 +327,8 @@ pub enum GroupReply {
     Fetch(Result<Vec<(TopicPartition, Option<CommittedOffset>)>, KelpError>),
     /// Group-level error, or one result per partition.
     DeleteOffsets(Result<PartitionResults, KelpError>),
+    /// To [`GroupRequest::TxnOutcome`].
+    Done(Result<(), KelpError>),
     /// The coordinator could not be reached.
     Unavailable,
 }

@@ -12,7 +12,7 @@ use futures::future::{ready, LocalBoxFuture};
 use crate::error::KelpError;
 
 /// One committed offset.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommittedOffset {
     /// The next offset the group will consume.
     pub offset: i64,

@@ -95,7 +95,7 @@ async fn reopen(
     roll: RollSettings,
 ) -> (Recovered, Vec<BatchHeader>) {
     let mut seen = Vec::new();
-    let r = recover(dir.to_path_buf(), policy, roll, &mut |h| seen.push(*h))
+    let r = recover(dir.to_path_buf(), policy, roll, &mut |h, _| seen.push(*h))
         .await
         .unwrap();
     (r, seen)

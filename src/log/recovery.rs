@@ -40,7 +40,7 @@ pub struct Recovered {
 async fn scan_segment(
     path: &Path,
     base: i64,
-    on_batch: &mut dyn FnMut(&BatchHeader),
+    on_batch: &mut dyn FnMut(&BatchHeader, &[u8]),
 ) -> Result<Scanned, LogError> {
     let io = |e: std::io::Error| LogError::Recovery(format!("{}: {e}", path.display()));
     let file = BufferedFile::open(path)
@@ -62,14 +62,14 @@ async fn scan_segment(
     Ok(out)
 }
 
-/// Recovers the partition in `dir` (which exists). `on_batch` sees the header of every batch
+/// Recovers the partition in `dir` (which exists). `on_batch` sees the header (and bytes) of every batch
 /// the recovered log holds, once, in offset order (and nothing it does not hold); after an
 /// error, what it saw means nothing.
 pub async fn recover(
     dir: PathBuf,
     policy: FsyncPolicy,
     roll: RollSettings,
-    on_batch: &mut dyn FnMut(&BatchHeader),
+    on_batch: &mut dyn FnMut(&BatchHeader, &[u8]),
 ) -> Result<Recovered, LogError> {
     let entries = std::fs::read_dir(&dir)
         .map_err(|e| LogError::Recovery(format!("listing {}: {e}", dir.display())))?;
@@ -92,8 +92,8 @@ pub async fn recover(
         }
         // Damage found in this segment cuts only what follows it, and later segments are
         // scanned only when nothing was cut: every batch shown here stays.
-        let mut visit = |h: &BatchHeader| {
-            on_batch(h);
+        let mut visit = |h: &BatchHeader, b: &[u8]| {
+            on_batch(h, b);
             if h.max_timestamp > max_ts.0 {
                 max_ts = (h.max_timestamp, h.base_offset);
             }
@@ -202,7 +202,7 @@ mod tests {
             drop(log);
 
             // Recovery finds everything; then a torn last batch is cut off.
-            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_, _| {})
                 .await
                 .unwrap();
             assert_eq!(r.next_offset, 120);
@@ -217,7 +217,7 @@ mod tests {
             let len = std::fs::metadata(last).unwrap().len();
             let f = std::fs::OpenOptions::new().write(true).open(last).unwrap();
             f.set_len(len - 5).unwrap();
-            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_, _| {})
                 .await
                 .unwrap();
             assert_eq!(r.next_offset, 117);
@@ -245,7 +245,7 @@ mod tests {
         };
         let d = dir.clone();
         glommio::LocalExecutor::default().run(async move {
-            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_, _| {})
                 .await
                 .unwrap();
             assert_eq!(r.next_offset, 6);
@@ -260,7 +260,7 @@ mod tests {
             let t = r.log.enqueue(batches(6, 1), roll).unwrap();
             r.log.wait(t, true).await.unwrap();
             drop(r);
-            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_| {})
+            let r = recover(d.clone(), FsyncPolicy::Always, roll, &mut |_, _| {})
                 .await
                 .unwrap();
             assert_eq!(r.next_offset, 9);

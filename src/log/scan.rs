@@ -205,8 +205,8 @@ impl SegmentScan {
     }
 
     /// Takes the bytes of the read [`SegmentScan::next_read`] asked for (fewer if the file
-    /// ended early); `on_batch` sees every intact batch's header, in order.
-    pub fn feed(&mut self, data: &[u8], on_batch: &mut dyn FnMut(&BatchHeader)) {
+    /// ended early); `on_batch` sees every intact batch's header and bytes, in order.
+    pub fn feed(&mut self, data: &[u8], on_batch: &mut dyn FnMut(&BatchHeader, &[u8])) {
         let Some((_, asked)) = self.next_read() else {
             return;
         };
@@ -229,7 +229,7 @@ impl SegmentScan {
             self.out
                 .index
                 .on_batch(rel_base, self.pos + f.pos as u64, h.max_timestamp);
-            on_batch(&h);
+            on_batch(&h, &data[f.pos..f.pos + h.total_len()]);
             self.out.next_offset = h.last_offset() + 1;
             consumed = f.pos + h.total_len();
         }
@@ -269,7 +269,7 @@ pub fn scan_segment_bytes(
     seg: &[u8],
     base: i64,
     chunk: usize,
-    on_batch: &mut dyn FnMut(&BatchHeader),
+    on_batch: &mut dyn FnMut(&BatchHeader, &[u8]),
 ) -> Scanned {
     let mut s = SegmentScan::new(base, seg.len() as u64, chunk);
     while let Some((pos, len)) = s.next_read() {
@@ -361,7 +361,7 @@ pub(crate) mod tests {
         assert_eq!(scan(&all, 0, false).0.len(), 4);
         for chunk in [1, 13, 100, 1 << 20] {
             let mut seen = 0;
-            let s = scan_segment_bytes(&all, 0, chunk, &mut |_| seen += 1);
+            let s = scan_segment_bytes(&all, 0, chunk, &mut |_, _| seen += 1);
             assert_eq!(seen, 3, "chunk {chunk}");
             assert_eq!(s.valid_len, seg.len() as u64);
             assert_eq!(s.next_offset, 6);
@@ -372,7 +372,7 @@ pub(crate) mod tests {
         // Intact segment, then zero padding: all batches, padding only.
         let mut padded = seg.clone();
         padded.extend_from_slice(&[0u8; 300]);
-        let s = scan_segment_bytes(&padded, 0, 64, &mut |_| {});
+        let s = scan_segment_bytes(&padded, 0, 64, &mut |_, _| {});
         assert_eq!((s.valid_len, s.next_offset), (seg.len() as u64, 6));
         assert!(s.padding_only && s.damage.is_none());
         // Counts that disagree with offsets, and offsets that would overflow.

@@ -164,6 +164,13 @@ impl Partition {
         &self.txns
     }
 
+    /// Starts from the transactions found in the log (recovery), dropping those below the
+    /// log start.
+    pub fn set_transactions(&mut self, mut txns: Transactions) {
+        txns.forget_below(self.log_start);
+        self.txns = txns;
+    }
+
     /// Bytes held in this partition's cache.
     pub fn cached_bytes(&self) -> usize {
         self.cache.bytes()

@@ -8,6 +8,9 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, TxnOffsetCommitRequest,
+};
+use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
     DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest, SaslAuthenticateRequest,
     SaslHandshakeRequest,
@@ -89,6 +92,10 @@ requests! {
     DescribeClientQuotas(DescribeClientQuotasRequest) = DESCRIBE_CLIENT_QUOTAS,
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest) = DESCRIBE_USER_SCRAM_CREDENTIALS,
     AlterUserScramCredentials(AlterUserScramCredentialsRequest) = ALTER_USER_SCRAM_CREDENTIALS,
+    AddPartitionsToTxn(AddPartitionsToTxnRequest) = ADD_PARTITIONS_TO_TXN,
+    AddOffsetsToTxn(AddOffsetsToTxnRequest) = ADD_OFFSETS_TO_TXN,
+    EndTxn(EndTxnRequest) = END_TXN,
+    TxnOffsetCommit(TxnOffsetCommitRequest) = TXN_OFFSET_COMMIT,
 }
 
 /// Parses a whole request frame (without its length prefix), as a connection does.

@@ -81,6 +81,14 @@ pub mod key {
     pub const DESCRIBE_CLIENT_QUOTAS: i16 = 48;
     /// AlterUserScramCredentials: set or delete users' SCRAM credentials.
     pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
+    /// AddPartitionsToTxn (KIP-98).
+    pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
+    /// AddOffsetsToTxn.
+    pub const ADD_OFFSETS_TO_TXN: i16 = 25;
+    /// EndTxn.
+    pub const END_TXN: i16 = 26;
+    /// TxnOffsetCommit.
+    pub const TXN_OFFSET_COMMIT: i16 = 28;
 }
 
 /// Everything ApiVersions advertises, in api key order. Minimums follow Kafka 4 (KIP-896
@@ -205,6 +213,37 @@ pub const SUPPORTED: &[ApiSupport] = &[
         min: 0,
         max: 4,
         first_flexible: 2,
+    },
+    // Transactions v1 (KIP-98): the client versions. AddPartitionsToTxn v4+ is the brokers'
+    // batched form and, with EndTxn v5 and TxnOffsetCommit v5, transactions v2 (KIP-890);
+    // Kafka 4 clients use v1 with a broker that does not advertise transaction.version 2.
+    ApiSupport {
+        key: key::ADD_PARTITIONS_TO_TXN,
+        name: "AddPartitionsToTxn",
+        min: 0,
+        max: 3,
+        first_flexible: 3,
+    },
+    ApiSupport {
+        key: key::ADD_OFFSETS_TO_TXN,
+        name: "AddOffsetsToTxn",
+        min: 0,
+        max: 3,
+        first_flexible: 3,
+    },
+    ApiSupport {
+        key: key::END_TXN,
+        name: "EndTxn",
+        min: 0,
+        max: 4,
+        first_flexible: 3,
+    },
+    ApiSupport {
+        key: key::TXN_OFFSET_COMMIT,
+        name: "TxnOffsetCommit",
+        min: 0,
+        max: 4,
+        first_flexible: 3,
     },
     ApiSupport {
         key: key::OFFSET_FOR_LEADER_EPOCH,

@@ -248,6 +248,10 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                     let _ = ready.send(Err(e));
                     return;
                 }
+                if let Err(e) = shard.load_transactions().await {
+                    let _ = ready.send(Err(e.context("reading the transactions")));
+                    return;
+                }
                 // Credentials are read (and the bootstrap users made) once, by the first
                 // shard; every shard waits for them before accepting a connection.
                 if shard.id == 0 {
@@ -282,6 +286,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 let _ = ready.send(Ok(shard.id));
                 glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
                 glommio::spawn_local(shard.clone().run_group_timers()).detach();
+                glommio::spawn_local(shard.clone().run_txn_timers()).detach();
                 let background = engine.background();
                 if let Some(every) = background.retention_every {
                     glommio::spawn_local(shard.clone().run_retention(every)).detach();

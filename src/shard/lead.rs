@@ -144,7 +144,22 @@ impl Shard {
                 self.fresh_groups.borrow_mut().insert(g);
             }
         }
-        self.groups.handle(req).await
+        let held_by = match &req {
+            GroupRequest::TxnCommit(g, r) => Some((g.clone(), r.producer_id)),
+            _ => None,
+        };
+        let reply = self.groups.handle(req).await;
+        match (held_by, reply) {
+            // A transaction's offsets are stored until it ends, so a restart keeps them.
+            (Some((group, producer_id)), GroupReply::Commit(Ok(results))) => {
+                let held = self.groups.pending_of(&group, producer_id);
+                match self.store_pending_offsets(&group, producer_id, &held).await {
+                    Ok(()) => GroupReply::Commit(Ok(results)),
+                    Err(e) => GroupReply::Commit(Err(e)),
+                }
+            }
+            (_, reply) => reply,
+        }
     }
 
     /// Forgets the groups another node coordinates now, when the live nodes changed since

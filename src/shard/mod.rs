@@ -13,6 +13,7 @@ pub mod ops;
 pub mod security;
 pub mod storage;
 pub mod topics;
+pub mod txn;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -63,6 +64,10 @@ pub struct Shard {
     pub stats: Arc<ShardStats>,
     /// The storage engine behind the caches, chosen at start-up.
     pub engine: Arc<dyn Engine>,
+    /// The transactional ids this shard coordinates, by id.
+    txns: RefCell<HashMap<String, crate::txn::TxnMeta>>,
+    /// Transactional ids with an operation under way.
+    txn_busy: RefCell<std::collections::HashSet<String>>,
 }
 
 /// How often group timers (sessions, rebalance delays and timeouts) are checked.
@@ -91,6 +96,8 @@ impl Shard {
             peers,
             connections: Cell::new(0),
             engine,
+            txns: RefCell::new(HashMap::new()),
+            txn_busy: RefCell::new(std::collections::HashSet::new()),
             fresh_groups: RefCell::new(std::collections::HashSet::new()),
             groups: Coordinator::new(
                 GroupConfig {
@@ -469,6 +476,13 @@ impl Shard {
                 // Joins and syncs wait for the rebalance: never block the peer link on them.
                 glommio::spawn_local(async move {
                     let _ = reply.send(self.serve_group(req).await);
+                })
+                .detach();
+            }
+            ShardMsg::Txn(req, reply) => {
+                // Ending a transaction waits for its markers.
+                glommio::spawn_local(async move {
+                    let _ = reply.send(self.serve_txn(req).await);
                 })
                 .detach();
             }

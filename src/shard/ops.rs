@@ -135,6 +135,11 @@ pub enum ShardMsg {
     DropTopic(String),
     /// A request for a group this shard coordinates (or, for `List`, every shard).
     Group(GroupRequest, oneshot::Sender<GroupReply>),
+    /// A request for a transactional id this shard coordinates.
+    Txn(
+        super::txn::TxnRequest,
+        oneshot::Sender<super::txn::TxnReply>,
+    ),
 }
 
 /// A per-partition operation that can run on its owning shard.

@@ -6,6 +6,8 @@
 //! [`crate::storage::PartitionStore`]s for everything stored; never holds a borrow of the
 //! partition map across an await, and never asks which engine runs.
 
+use crate::partition::txn::Transactions;
+use crate::record::control::control_type;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -307,24 +309,36 @@ impl Shard {
     /// the idempotent producers' state rebuilt from their batches.
     pub async fn recover_partitions(&self) -> anyhow::Result<()> {
         let owns = |topic: &str, partition: i32| self.owner(topic, partition) == self.id;
-        let mut producers: HashMap<(String, i32), ProducerStates> = HashMap::new();
-        let mut on_batch = |topic: &str, partition: i32, h: &crate::record::batch::BatchHeader| {
-            // The key is built only for the first batch of each partition.
-            match producers.get_mut(&(topic.to_string(), partition)) {
-                Some(p) => p.record(h),
-                None => {
-                    let mut p = ProducerStates::default();
-                    p.record(h);
-                    producers.insert((topic.to_string(), partition), p);
+        let mut producers: HashMap<(String, i32), (ProducerStates, Transactions)> = HashMap::new();
+        let mut on_batch =
+            |topic: &str, partition: i32, h: &crate::record::batch::BatchHeader, b: &[u8]| {
+                // Markers are rare and tiny: copied to be read.
+                let control = h
+                    .is_control()
+                    .then(|| control_type(h, &bytes::Bytes::copy_from_slice(b)))
+                    .flatten();
+                // The key is built only for the first batch of each partition.
+                match producers.get_mut(&(topic.to_string(), partition)) {
+                    Some((p, t)) => {
+                        p.record(h);
+                        t.observe(h, control);
+                    }
+                    None => {
+                        let (mut p, mut t) = (ProducerStates::default(), Transactions::default());
+                        p.record(h);
+                        t.observe(h, control);
+                        producers.insert((topic.to_string(), partition), (p, t));
+                    }
                 }
-            }
-        };
+            };
         let found = self.engine.recover(&owns, &mut on_batch).await?;
         let mut parts = self.partitions.borrow_mut();
         for r in found {
             let key = (r.topic.clone(), r.partition);
-            let states = producers.remove(&key).unwrap_or_default();
-            parts.insert(key, Partition::from_recovered(r, states));
+            let (states, txns) = producers.remove(&key).unwrap_or_default();
+            let mut p = Partition::from_recovered(r, states);
+            p.set_transactions(txns);
+            parts.insert(key, p);
         }
         Ok(())
     }

@@ -25,7 +25,6 @@ use crate::log::offsets_store::{offsets_path, DurableOffsetStore};
 use crate::log::recovery::{self, LOG_START_FILE};
 use crate::log::retention::{self, SealedSegment};
 use crate::log::{PartitionLog, RollSettings};
-use crate::record::batch::BatchHeader;
 
 /// The local log's fault injection, for tests above the storage seam (test builds only).
 #[cfg(test)]
@@ -250,7 +249,7 @@ impl Engine for LocalEngine {
     fn recover<'a>(
         &'a self,
         owns: &'a dyn Fn(&str, i32) -> bool,
-        on_batch: &'a mut dyn FnMut(&str, i32, &BatchHeader),
+        on_batch: &'a mut crate::storage::OnBatch<'a>,
     ) -> LocalBoxFuture<'a, anyhow::Result<Vec<Recovered>>> {
         Box::pin(async move {
             let dir = crate::log::topics_dir(&self.config.data_dir);
@@ -281,7 +280,7 @@ impl Engine for LocalEngine {
                     entry.path(),
                     self.config.fsync,
                     roll_settings(&self.config, Some(&meta)),
-                    &mut |h| on_batch(&topic, partition, h),
+                    &mut |h, b| on_batch(&topic, partition, h, b),
                 )
                 .await
                 .map_err(|e| anyhow::anyhow!("recovering {topic}-{partition}: {e}"))?;

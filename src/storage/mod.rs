@@ -55,6 +55,10 @@ pub struct Range {
     pub next: i64,
 }
 
+/// What recovery calls for every stored batch, in offset order: (topic, partition, header,
+/// the batch's bytes).
+pub type OnBatch<'a> = dyn FnMut(&str, i32, &BatchHeader, &[u8]) + 'a;
+
 /// A partition found in the engine at start-up.
 pub struct Recovered {
     /// The topic's name.
@@ -196,7 +200,7 @@ pub trait Engine: Send + Sync {
     fn recover<'a>(
         &'a self,
         owns: &'a dyn Fn(&str, i32) -> bool,
-        on_batch: &'a mut dyn FnMut(&str, i32, &BatchHeader),
+        on_batch: &'a mut OnBatch<'a>,
     ) -> LocalBoxFuture<'a, anyhow::Result<Vec<Recovered>>> {
         let _ = (owns, on_batch);
         Box::pin(futures::future::ready(Ok(Vec::new())))
@@ -212,6 +216,12 @@ pub trait Engine: Send + Sync {
     /// Whether a connection may start its next produce once this one's appends are queued
     /// (the engine keeps their order), rather than once they are answered.
     fn pipelines_produce(&self) -> bool;
+
+    /// Whether transactions run on this engine: markers and transactional batches must come
+    /// back from it as the batches they were.
+    fn supports_transactions(&self) -> bool {
+        true
+    }
 
     /// Periodic work each shard runs for this engine.
     fn background(&self) -> Background {

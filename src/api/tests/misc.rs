@@ -180,12 +180,13 @@ fn init_producer_id_hands_out_distinct_ids_and_bumps_epochs() {
             (r.error_code, r.producer_id.0, r.producer_epoch),
             (0, ids[0], 5)
         );
+        // A transactional id without a usable timeout (Kafka: 1..=transaction.max.timeout.ms).
         let tx = InitProducerIdRequest::default()
             .with_transactional_id(Some(TransactionalId(sb("tx-1"))));
         let r = c.send(4, tx).await;
         assert_eq!(
             (r.error_code, r.producer_id.0, r.producer_epoch),
-            (code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
+            (code::INVALID_TRANSACTION_TIMEOUT, -1, -1)
         );
     });
 }
@@ -239,7 +240,7 @@ fn describe_cluster_lists_every_shard_when_advertised() {
 }
 
 #[test]
-fn find_coordinator_answers_groups_and_refuses_other_keys() {
+fn find_coordinator_answers_groups_and_transactional_ids_and_refuses_other_keys() {
     run(2, &[], |b| async move {
         let c = &b.client;
         let find = |k: &str, kind: i8| {
@@ -261,9 +262,9 @@ fn find_coordinator_answers_groups_and_refuses_other_keys() {
                 "v{v}"
             );
         }
+        // Transactional ids are placed like groups.
         let r = c.send(3, find("tx", 1)).await;
-        assert_eq!(r.error_code, code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
-        assert!(r.error_message.is_some());
+        assert_eq!((r.error_code, r.node_id, r.port), (0, BrokerId(0), 9092));
         assert_eq!(
             c.send(3, find("g", 7)).await.error_code,
             code::INVALID_REQUEST

@@ -16,6 +16,7 @@ mod offsets;
 mod produce;
 mod security;
 mod topics;
+mod txn;
 
 use std::cell::Cell;
 use std::future::Future;
@@ -109,6 +110,7 @@ pub(crate) async fn start_shard(
     ));
     glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
     glommio::spawn_local(shard.clone().run_group_timers()).detach();
+    glommio::spawn_local(shard.clone().run_txn_timers()).detach();
     shard
 }
 

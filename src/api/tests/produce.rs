@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::record::build::producer_batch;
-use kafka_protocol::messages::TransactionalId;
 
 /// One record "x" as a records field.
 fn one() -> Option<Bytes> {
@@ -199,17 +198,18 @@ fn invalid_acks_refuse_every_partition_and_append_nothing() {
 }
 
 #[test]
-fn transactional_produce_is_refused_without_creating_topics() {
+fn transactional_batches_need_a_transactional_id() {
     run(1, &[], |b| async move {
         let c = &b.client;
         create_topic(c, "t", 1).await;
-        let req = produce_request(-1, &[("t", 0, one()), ("fresh", 0, one())])
-            .with_transactional_id(Some(TransactionalId(crate::api::sb("tx-1"))));
+        let mut txn = crate::record::build::producer_batch(1, 4, 0, 7, 0, 0);
+        txn[22] |= 0x10;
+        crate::record::build::refresh_crcs(&mut txn);
+        let req = produce_request(-1, &[("t", 0, Some(txn.freeze()))]);
         let resp = c.send(9, req).await;
         let codes: Vec<i16> = outcomes(&resp).iter().map(|o| o.2).collect();
-        assert_eq!(codes, [code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED; 2]);
+        assert_eq!(codes, [code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED]);
         assert_eq!(high_watermark(c, "t", 0).await, 0);
-        assert!(c.shard.cluster.topic("fresh").is_none());
     });
 }
 

@@ -688,6 +688,107 @@ pub static DELETE_ACLS: Message = Message {
     )],
 };
 
+/// `AddPartitionsToTxnRequest` (valid versions 0-5, flexible 3+).
+pub static ADD_PARTITIONS_TO_TXN: Message = Message {
+    name: "AddPartitionsToTxnRequest",
+    api_key: 24,
+    valid: V(0, 5),
+    flexible: V(3, MAX),
+    fields: &[
+        f(
+            "Transactions",
+            Kind::Array(&Kind::Struct(&[
+                f("TransactionalId", Kind::String, V(4, MAX)),
+                f("ProducerId", Kind::Int64, V(4, MAX)),
+                f("ProducerEpoch", Kind::Int16, V(4, MAX)),
+                f("VerifyOnly", Kind::Bool, V(4, MAX)),
+                f(
+                    "Topics",
+                    Kind::Array(&Kind::Struct(&[
+                        f("Name", Kind::String, V(0, MAX)),
+                        f("Partitions", Kind::Array(&Kind::Int32), V(0, MAX)),
+                    ])),
+                    V(4, MAX),
+                ),
+            ])),
+            V(4, MAX),
+        ),
+        f("V3AndBelowTransactionalId", Kind::String, V(0, 3)),
+        f("V3AndBelowProducerId", Kind::Int64, V(0, 3)),
+        f("V3AndBelowProducerEpoch", Kind::Int16, V(0, 3)),
+        f(
+            "V3AndBelowTopics",
+            Kind::Array(&Kind::Struct(&[
+                f("Name", Kind::String, V(0, MAX)),
+                f("Partitions", Kind::Array(&Kind::Int32), V(0, MAX)),
+            ])),
+            V(0, 3),
+        ),
+    ],
+};
+
+/// `AddOffsetsToTxnRequest` (valid versions 0-4, flexible 3+).
+pub static ADD_OFFSETS_TO_TXN: Message = Message {
+    name: "AddOffsetsToTxnRequest",
+    api_key: 25,
+    valid: V(0, 4),
+    flexible: V(3, MAX),
+    fields: &[
+        f("TransactionalId", Kind::String, V(0, MAX)),
+        f("ProducerId", Kind::Int64, V(0, MAX)),
+        f("ProducerEpoch", Kind::Int16, V(0, MAX)),
+        f("GroupId", Kind::String, V(0, MAX)),
+    ],
+};
+
+/// `EndTxnRequest` (valid versions 0-5, flexible 3+).
+pub static END_TXN: Message = Message {
+    name: "EndTxnRequest",
+    api_key: 26,
+    valid: V(0, 5),
+    flexible: V(3, MAX),
+    fields: &[
+        f("TransactionalId", Kind::String, V(0, MAX)),
+        f("ProducerId", Kind::Int64, V(0, MAX)),
+        f("ProducerEpoch", Kind::Int16, V(0, MAX)),
+        f("Committed", Kind::Bool, V(0, MAX)),
+    ],
+};
+
+/// `TxnOffsetCommitRequest` (valid versions 0-5, flexible 3+).
+pub static TXN_OFFSET_COMMIT: Message = Message {
+    name: "TxnOffsetCommitRequest",
+    api_key: 28,
+    valid: V(0, 5),
+    flexible: V(3, MAX),
+    fields: &[
+        f("TransactionalId", Kind::String, V(0, MAX)),
+        f("GroupId", Kind::String, V(0, MAX)),
+        f("ProducerId", Kind::Int64, V(0, MAX)),
+        f("ProducerEpoch", Kind::Int16, V(0, MAX)),
+        f("GenerationId", Kind::Int32, V(3, MAX)),
+        f("MemberId", Kind::String, V(3, MAX)),
+        f("GroupInstanceId", Kind::String, V(3, MAX)).nullable(V(3, MAX)),
+        f(
+            "Topics",
+            Kind::Array(&Kind::Struct(&[
+                f("Name", Kind::String, V(0, MAX)),
+                f(
+                    "Partitions",
+                    Kind::Array(&Kind::Struct(&[
+                        f("PartitionIndex", Kind::Int32, V(0, MAX)),
+                        f("CommittedOffset", Kind::Int64, V(0, MAX)),
+                        f("CommittedLeaderEpoch", Kind::Int32, V(2, MAX)),
+                        f("CommittedMetadata", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+                    ])),
+                    V(0, MAX),
+                ),
+            ])),
+            V(0, MAX),
+        ),
+    ],
+};
+
 /// `ConsumerProtocolSubscription` (valid versions 0-3, flexible none).
 pub static CONSUMER_PROTOCOL_SUBSCRIPTION: Message = Message {
     name: "ConsumerProtocolSubscription",
@@ -743,5 +844,9 @@ pub static ALL: &[&Message] = &[
     &DESCRIBE_ACLS,
     &CREATE_ACLS,
     &DELETE_ACLS,
+    &ADD_PARTITIONS_TO_TXN,
+    &ADD_OFFSETS_TO_TXN,
+    &END_TXN,
+    &TXN_OFFSET_COMMIT,
     &CONSUMER_PROTOCOL_SUBSCRIPTION,
 ];

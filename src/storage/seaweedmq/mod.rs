@@ -261,6 +261,12 @@ impl Engine for SeaweedMqEngine {
         }
     }
 
+    fn supports_transactions(&self) -> bool {
+        // SeaweedMQ keeps records, not batches: commit and abort markers would come back
+        // as plain records. Not yet.
+        false
+    }
+
     fn pipelines_produce(&self) -> bool {
         // An append may wait for SeaweedMQ's offsets before it is queued.
         false

@@ -1,0 +1,113 @@
+//! TxnOffsetCommit (key 28, v0-v4): a transactional producer commits a group's offsets in
+//! its transaction. The group's coordinator holds them (stored, so a restart keeps them) until
+//! the transaction ends; only a commit makes them the group's.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+
+use super::{encoded, RequestContext};
+use crate::auth::acl::{Operation, ResourceType};
+use crate::error::{code, ConnectionError, KelpError};
+use crate::group::messages::{PartitionResults, TxnCommitRequest};
+use crate::group::{CommittedOffset, GroupReply, GroupRequest};
+use crate::protocol::Response;
+
+/// Handles a TxnOffsetCommit request.
+pub async fn handle(
+    ctx: &RequestContext,
+    req: TxnOffsetCommitRequest,
+) -> Result<Response, ConnectionError> {
+    let v = ctx.header.api_version;
+    let id = req.transactional_id.0.to_string();
+    let group = req.group_id.0.to_string();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    // (topic, partition, its own error), and what goes to the coordinator.
+    let mut rows: Vec<(String, i32, Option<KelpError>)> = Vec::new();
+    let mut offsets = Vec::new();
+    for t in &req.topics {
+        let name = t.name.0.to_string();
+        let denied = !ctx.allowed(Operation::Read, ResourceType::Topic, &name);
+        for p in &t.partitions {
+            if denied {
+                rows.push((
+                    name.clone(),
+                    p.partition_index,
+                    Some(KelpError::TopicAuthorizationFailed),
+                ));
+                continue;
+            }
+            rows.push((name.clone(), p.partition_index, None));
+            offsets.push((
+                (name.clone(), p.partition_index),
+                CommittedOffset {
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p
+                        .committed_metadata
+                        .as_ref()
+                        .map(|m| m.to_string())
+                        .unwrap_or_default(),
+                    commit_timestamp_ms: now,
+                },
+            ));
+        }
+    }
+    let outcome: Result<PartitionResults, KelpError> =
+        match super::txn::check_id(ctx, &id, Operation::Write) {
+            Err(e) => Err(e),
+            Ok(()) if !ctx.allowed(Operation::Read, ResourceType::Group, &group) => {
+                Err(KelpError::GroupAuthorizationFailed)
+            }
+            Ok(()) if offsets.is_empty() => Ok(Vec::new()),
+            Ok(()) => {
+                let r = TxnCommitRequest {
+                    producer_id: req.producer_id.0,
+                    epoch: req.producer_epoch,
+                    member_id: req.member_id.to_string(),
+                    instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
+                    generation_id: if v >= 3 { req.generation_id } else { -1 },
+                    offsets,
+                };
+                match ctx
+                    .shard
+                    .group_call(GroupRequest::TxnCommit(group, r))
+                    .await
+                {
+                    GroupReply::Commit(r) => r,
+                    _ => Err(KelpError::CoordinatorNotAvailable),
+                }
+            }
+        };
+    let mut topics: Vec<TxnOffsetCommitResponseTopic> = Vec::new();
+    for (topic, p, own) in rows {
+        let error_code = match (&outcome, own) {
+            (_, Some(e)) => e.code(),
+            (Err(e), None) => super::txn::code_for(e, v, 3),
+            (Ok(results), None) => results
+                .iter()
+                .find(|((t, q), _)| *t == topic && *q == p)
+                .map_or(code::NONE, |(_, r)| {
+                    r.as_ref().err().map_or(code::NONE, |e| e.code())
+                }),
+        };
+        let result = TxnOffsetCommitResponsePartition::default()
+            .with_partition_index(p)
+            .with_error_code(error_code);
+        match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+            Some(t) => t.partitions.push(result),
+            None => topics.push(
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(super::topic_name(topic))
+                    .with_partitions(vec![result]),
+            ),
+        }
+    }
+    let resp = TxnOffsetCommitResponse::default().with_topics(topics);
+    encoded(Response::encode(&ctx.header, &resp))
+}
