@@ -9,7 +9,11 @@ until the coordinator aborts it at its timeout).
 Transactions run on the memory and local engines; on SeaweedMQ (which keeps records, not
 batches) a transactional InitProducerId is refused, and that is what the SeaweedMQ pass checks."""
 
+import glob
+import os
+import shutil
 import signal
+import subprocess
 import time
 import uuid
 
@@ -18,6 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
+from conftest import require
 
 pytestmark = pytest.mark.skipif(bool(conftest.EXTERNAL), reason="checks Kelp's own transactions")
 
@@ -204,6 +209,24 @@ def test_an_open_transaction_survives_kill_9_and_is_aborted(broker):
     assert sorted(consume_all(bs, topic, "read_committed", expect=50)) == sorted(
         f"kept{i}" for i in range(50))
     assert len(consume_all(bs, topic, "read_uncommitted", expect=70)) == 70
+
+
+@pytest.mark.skipif(conftest.STORAGE not in TXN_ENGINES, reason="transactions: memory and local")
+def test_java_transactional_producer_and_read_committed_consumer(broker):
+    """Apache Kafka's Java client: commit, abort, a zombie fenced by a new producer with the
+    same transactional.id, read_committed and read_uncommitted consumers
+    (tests/java/TransactionalRoundTrip.java)."""
+    require(shutil.which("java") is not None, "java")
+    jars = glob.glob(str(conftest.CLIENT_JARS / "*.jar"))
+    require(any("kafka-clients-4" in j for j in jars), "kafka-clients 4.x jars")
+    topic = f"jtxn-{uuid.uuid4().hex[:8]}"
+    out = subprocess.run(
+        ["java", "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+         "-cp", os.pathsep.join(jars),
+         str(conftest.ROOT / "tests/java/TransactionalRoundTrip.java"), broker.bootstrap, topic],
+        capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-4000:]
+    assert "OK committed=210 uncommitted=261 fenced=true" in out.stdout, out.stdout
 
 
 @pytest.mark.skipif(conftest.STORAGE != "seaweedmq", reason="the SeaweedMQ pass")
