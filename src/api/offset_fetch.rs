@@ -10,23 +10,33 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
 use super::{encoded, sb, topic_name, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
-use crate::group::messages::FetchRequest;
+use crate::group::messages::{FetchRequest, FetchedOffset};
 use crate::group::{CommittedOffset, GroupReply, GroupRequest};
 use crate::protocol::Response;
 
-type Fetched = Result<Vec<((String, i32), Option<CommittedOffset>)>, KelpError>;
+type Fetched = Result<Vec<FetchedOffset>, KelpError>;
+
+/// One partition's answer: its committed offset (None: none), or the error it gets.
+type Answer = Result<Option<CommittedOffset>, KelpError>;
 
 async fn fetch_group(
     ctx: &RequestContext,
     group: String,
     partitions: Option<Vec<(String, i32)>>,
+    require_stable: bool,
 ) -> Fetched {
     if !ctx.allowed(Operation::Describe, ResourceType::Group, &group) {
         return Err(KelpError::GroupAuthorizationFailed);
     }
     match ctx
         .shard
-        .group_call(GroupRequest::Fetch(group, FetchRequest { partitions }))
+        .group_call(GroupRequest::Fetch(
+            group,
+            FetchRequest {
+                partitions,
+                require_stable,
+            },
+        ))
         .await
     {
         GroupReply::Fetch(r) => r,
@@ -34,11 +44,11 @@ async fn fetch_group(
     }
 }
 
-/// One topic's (partition, committed offset) entries.
-type TopicRows = (String, Vec<(i32, Option<CommittedOffset>)>);
+/// One topic's (partition, answer) entries.
+type TopicRows = (String, Vec<(i32, Answer)>);
 
-/// Topics in first-seen order, each with its (partition, offset) entries.
-fn by_topic(rows: Vec<((String, i32), Option<CommittedOffset>)>) -> Vec<TopicRows> {
+/// Topics in first-seen order, each with its (partition, answer) entries.
+fn by_topic(rows: Vec<FetchedOffset>) -> Vec<TopicRows> {
     let mut out: Vec<TopicRows> = Vec::new();
     for ((t, p), o) in rows {
         match out.iter_mut().find(|(n, _)| *n == t) {
@@ -53,11 +63,7 @@ fn by_topic(rows: Vec<((String, i32), Option<CommittedOffset>)>) -> Vec<TopicRow
 /// topics it may not describe are left out, as Kafka does; topics named in the request that it
 /// may not describe stay, flagged (their partitions answer TOPIC_AUTHORIZATION_FAILED and no
 /// offset).
-fn visible(
-    ctx: &RequestContext,
-    rows: Vec<((String, i32), Option<CommittedOffset>)>,
-    all: bool,
-) -> Vec<(TopicRows, bool)> {
+fn visible(ctx: &RequestContext, rows: Vec<FetchedOffset>, all: bool) -> Vec<(TopicRows, bool)> {
     by_topic(rows)
         .into_iter()
         .map(|r| {
@@ -69,12 +75,17 @@ fn visible(
 }
 
 /// (offset, leader epoch, metadata, error code) of a partition whose topic is `denied` or not.
-fn shown(o: Option<CommittedOffset>, denied: bool) -> (i64, i32, String, i16) {
+fn shown(o: Answer, denied: bool) -> (i64, i32, String, i16) {
     if denied {
         return (-1, -1, String::new(), code::TOPIC_AUTHORIZATION_FAILED);
     }
-    let (off, epoch, md) = fields(o);
-    (off, epoch, md, code::NONE)
+    match o {
+        Ok(o) => {
+            let (off, epoch, md) = fields(o);
+            (off, epoch, md, code::NONE)
+        }
+        Err(e) => (-1, -1, String::new(), e.code()),
+    }
 }
 
 /// (offset, leader epoch, metadata) as sent: -1 / -1 / "" when nothing is committed.
@@ -104,7 +115,7 @@ pub async fn handle(
             });
             let mut rg = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
             let all = parts.is_none();
-            match fetch_group(ctx, g.group_id.0.to_string(), parts).await {
+            match fetch_group(ctx, g.group_id.0.to_string(), parts, req.require_stable).await {
                 Ok(rows) => {
                     rg.error_code = code::NONE;
                     rg.topics = visible(ctx, rows, all)
@@ -144,7 +155,7 @@ pub async fn handle(
             .collect()
     });
     let all = parts.is_none();
-    match fetch_group(ctx, req.group_id.0.to_string(), parts).await {
+    match fetch_group(ctx, req.group_id.0.to_string(), parts, req.require_stable).await {
         Ok(rows) => {
             resp.error_code = code::NONE;
             resp.topics = visible(ctx, rows, all)

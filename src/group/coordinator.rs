@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use super::classic::{Group, GroupConfig, Pending};
 use super::messages::{
-    CommitRequest, FetchRequest, GroupListing, GroupReply, GroupRequest, JoinResponse,
-    PartitionResults, SyncResponse, TxnCommitRequest,
+    CommitRequest, FetchRequest, FetchedOffset, GroupListing, GroupReply, GroupRequest,
+    JoinResponse, PartitionResults, SyncResponse, TxnCommitRequest,
 };
 use super::offsets::{CommittedOffset, OffsetStore, TopicPartition};
 use super::state::GroupState;
@@ -284,12 +284,8 @@ impl Coordinator {
         Ok(())
     }
 
-    fn fetch(
-        &self,
-        id: &str,
-        r: FetchRequest,
-    ) -> Vec<(TopicPartition, Option<super::offsets::CommittedOffset>)> {
-        match r.partitions {
+    fn fetch(&self, id: &str, r: FetchRequest) -> Vec<FetchedOffset> {
+        let rows: Vec<(TopicPartition, Option<CommittedOffset>)> = match r.partitions {
             Some(parts) => parts
                 .into_iter()
                 .map(|tp| {
@@ -303,7 +299,23 @@ impl Coordinator {
                 .into_iter()
                 .map(|(tp, o)| (tp, Some(o)))
                 .collect(),
-        }
+        };
+        let pending = self.pending.borrow();
+        let held = |tp: &TopicPartition| {
+            r.require_stable
+                && pending
+                    .get(id)
+                    .is_some_and(|m| m.values().any(|offs| offs.iter().any(|(t, _)| t == tp)))
+        };
+        rows.into_iter()
+            .map(|(tp, o)| {
+                if held(&tp) {
+                    (tp, Err(KelpError::UnstableOffsetCommit))
+                } else {
+                    (tp, Ok(o))
+                }
+            })
+            .collect()
     }
 
     async fn delete_offsets(

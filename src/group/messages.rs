@@ -222,7 +222,13 @@ pub struct TxnCommitRequest {
 pub struct FetchRequest {
     /// The partitions asked for; None for all.
     pub partitions: Option<Vec<TopicPartition>>,
+    /// KIP-447: a partition whose offset an open transaction holds answers
+    /// UNSTABLE_OFFSET_COMMIT instead of its last committed offset.
+    pub require_stable: bool,
 }
+
+/// One partition of an OffsetFetch answer: its committed offset (None: none), or why not.
+pub type FetchedOffset = (TopicPartition, Result<Option<CommittedOffset>, KelpError>);
 
 /// A request addressed to the coordinator of one group (`List` goes to every shard).
 #[derive(Debug)]
@@ -323,8 +329,8 @@ pub enum GroupReply {
     Delete(Result<(), KelpError>),
     /// Group-level error, or one result per committed partition.
     Commit(Result<PartitionResults, KelpError>),
-    /// Group-level error or (partition, offset if committed).
-    Fetch(Result<Vec<(TopicPartition, Option<CommittedOffset>)>, KelpError>),
+    /// Group-level error or one answer per partition.
+    Fetch(Result<Vec<FetchedOffset>, KelpError>),
     /// Group-level error, or one result per partition.
     DeleteOffsets(Result<PartitionResults, KelpError>),
     /// To [`GroupRequest::TxnOutcome`].

@@ -179,7 +179,21 @@ fn transactions_commit_abort_fence_and_time_out() {
             async move { c.send(7, req).await.topics[0].partitions[0].committed_offset }
         };
         assert_eq!(committed(c).await, -1);
+        // KIP-447: a reader that asks for stable offsets is told to wait.
+        let stable = OffsetFetchRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_require_stable(true)
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(topic_name("tt"))
+                .with_partition_indexes(vec![0])]));
+        let r = c.send(7, stable.clone()).await;
+        assert_eq!(
+            r.topics[0].partitions[0].error_code,
+            code::UNSTABLE_OFFSET_COMMIT
+        );
         assert_eq!(c.send(3, end("tx", pid, 1, false)).await.error_code, 0);
+        let r = c.send(7, stable).await;
+        assert_eq!(r.topics[0].partitions[0].error_code, 0);
         assert_eq!(committed(c).await, -1, "aborted offsets are dropped");
         let (hw, lso, aborted, seen) = fetch(c, "tt", 0, true).await;
         assert_eq!((hw, lso), (8, 8));
