@@ -57,6 +57,8 @@ MESSAGES = [
     ("ADD_OFFSETS_TO_TXN", "AddOffsetsToTxnRequest"),
     ("END_TXN", "EndTxnRequest"),
     ("TXN_OFFSET_COMMIT", "TxnOffsetCommitRequest"),
+    ("DESCRIBE_TRANSACTIONS", "DescribeTransactionsRequest"),
+    ("LIST_TRANSACTIONS", "ListTransactionsRequest"),
     ("CONSUMER_PROTOCOL_SUBSCRIPTION", "ConsumerProtocolSubscription"),
 ]
 

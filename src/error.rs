@@ -90,6 +90,8 @@ pub mod code {
     /// Transactional requests: Kelp has no transactions, and a non-retriable code makes
     /// clients fail at once instead of retrying.
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+    /// An answer the broker did not expect of itself.
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
     /// The storage engine failed or cannot be reached; clients retry.
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
     /// A transactional request in a state that does not allow it (EndTxn with nothing open).

@@ -9,7 +9,7 @@ use super::{encoded, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
-use crate::shard::txn::TxnRequest;
+use crate::shard::txn::{TxnAnswer, TxnRequest};
 
 /// Handles an InitProducerId request.
 pub async fn handle(
@@ -37,10 +37,15 @@ pub async fn handle(
             }
         };
         match outcome {
-            Ok((pid, epoch)) => {
+            Ok(TxnAnswer::Producer(pid, epoch)) => {
                 resp.error_code = code::NONE;
                 resp.producer_id = ProducerId(pid);
                 resp.producer_epoch = epoch;
+            }
+            Ok(_) => {
+                resp.error_code = code::UNKNOWN_SERVER_ERROR;
+                resp.producer_id = ProducerId(-1);
+                resp.producer_epoch = -1;
             }
             Err(e) => {
                 resp.error_code = super::txn::code_for(&e, ctx.header.api_version, 4);

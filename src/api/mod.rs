@@ -18,6 +18,7 @@ pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod end_txn;
 pub mod fetch;
@@ -29,6 +30,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -237,6 +239,8 @@ pub async fn dispatch(
         Request::AddPartitionsToTxn(r) => add_partitions_to_txn::handle(&ctx, r).await.map(Some),
         Request::AddOffsetsToTxn(r) => add_offsets_to_txn::handle(&ctx, r).await.map(Some),
         Request::EndTxn(r) => end_txn::handle(&ctx, r).await.map(Some),
+        Request::DescribeTransactions(r) => describe_transactions::handle(&ctx, r).await.map(Some),
+        Request::ListTransactions(r) => list_transactions::handle(&ctx, r).await.map(Some),
         Request::TxnOffsetCommit(r) => txn_offset_commit::handle(&ctx, r).await.map(Some),
         Request::OffsetForLeaderEpoch(r) => {
             offset_for_leader_epoch::handle(&ctx, r).await.map(Some)

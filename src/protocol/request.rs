@@ -8,7 +8,8 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, TxnOffsetCommitRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest,
+    ListTransactionsRequest, TxnOffsetCommitRequest,
 };
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
@@ -96,6 +97,8 @@ requests! {
     AddOffsetsToTxn(AddOffsetsToTxnRequest) = ADD_OFFSETS_TO_TXN,
     EndTxn(EndTxnRequest) = END_TXN,
     TxnOffsetCommit(TxnOffsetCommitRequest) = TXN_OFFSET_COMMIT,
+    DescribeTransactions(DescribeTransactionsRequest) = DESCRIBE_TRANSACTIONS,
+    ListTransactions(ListTransactionsRequest) = LIST_TRANSACTIONS,
 }
 
 /// Parses a whole request frame (without its length prefix), as a connection does.

@@ -89,6 +89,10 @@ pub mod key {
     pub const END_TXN: i16 = 26;
     /// TxnOffsetCommit.
     pub const TXN_OFFSET_COMMIT: i16 = 28;
+    /// DescribeTransactions (KIP-664).
+    pub const DESCRIBE_TRANSACTIONS: i16 = 65;
+    /// ListTransactions (KIP-664).
+    pub const LIST_TRANSACTIONS: i16 = 66;
 }
 
 /// Everything ApiVersions advertises, in api key order. Minimums follow Kafka 4 (KIP-896
@@ -337,6 +341,20 @@ pub const SUPPORTED: &[ApiSupport] = &[
         min: 0,
         max: 1,
         first_flexible: 1,
+    },
+    ApiSupport {
+        key: key::DESCRIBE_TRANSACTIONS,
+        name: "DescribeTransactions",
+        min: 0,
+        max: 0,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::LIST_TRANSACTIONS,
+        name: "ListTransactions",
+        min: 0,
+        max: 1,
+        first_flexible: 0,
     },
     ApiSupport {
         key: key::DESCRIBE_USER_SCRAM_CREDENTIALS,

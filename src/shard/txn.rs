@@ -70,6 +70,13 @@ pub enum TxnRequest {
         /// The transactional id.
         id: String,
     },
+    /// DescribeTransactions of one id.
+    Describe {
+        /// The transactional id.
+        id: String,
+    },
+    /// ListTransactions: the ids this shard coordinates (sent to every shard).
+    List,
 }
 
 impl TxnRequest {
@@ -79,13 +86,28 @@ impl TxnRequest {
             TxnRequest::Init { id, .. }
             | TxnRequest::Add { id, .. }
             | TxnRequest::End { id, .. }
-            | TxnRequest::Expire { id } => id,
+            | TxnRequest::Expire { id }
+            | TxnRequest::Describe { id } => id,
+            TxnRequest::List => "",
         }
     }
 }
 
-/// (producer id, epoch) for Init; (-1, -1) otherwise.
-pub type TxnReply = Result<(i64, i16), KelpError>;
+/// What a coordinator answers.
+#[derive(Debug, Clone)]
+pub enum TxnAnswer {
+    /// Init: (producer id, epoch).
+    Producer(i64, i16),
+    /// Add, End, Expire: done.
+    Done,
+    /// Describe: the id's state, if known.
+    Meta(Option<TxnMeta>),
+    /// List: every id of the shard with its state.
+    List(Vec<(String, TxnMeta)>),
+}
+
+/// A coordinator's answer, or why the request failed.
+pub type TxnReply = Result<TxnAnswer, KelpError>;
 
 /// How often expired transactions are looked for.
 const TXN_TICK: Duration = Duration::from_millis(500);
@@ -120,6 +142,11 @@ impl Shard {
     /// Runs a request on the coordinator shard of its transactional id.
     pub async fn txn_call(&self, req: TxnRequest) -> TxnReply {
         let shard = self.txn_owner(req.id());
+        self.txn_call_on(shard, req).await
+    }
+
+    /// Runs a request on shard `shard` (this one included).
+    pub async fn txn_call_on(&self, shard: usize, req: TxnRequest) -> TxnReply {
         if shard == self.id {
             return self.serve_txn(req).await;
         }
@@ -137,6 +164,18 @@ impl Shard {
 
     /// Runs a request for an id this shard coordinates.
     pub async fn serve_txn(&self, req: TxnRequest) -> TxnReply {
+        match &req {
+            TxnRequest::Describe { id } => {
+                return Ok(TxnAnswer::Meta(self.txns.borrow().get(id).cloned()));
+            }
+            TxnRequest::List => {
+                let all = self.txns.borrow();
+                return Ok(TxnAnswer::List(
+                    all.iter().map(|(k, m)| (k.clone(), m.clone())).collect(),
+                ));
+            }
+            _ => {}
+        }
         let id = req.id().to_string();
         if !self.txn_busy.borrow_mut().insert(id.clone()) {
             return Err(KelpError::ConcurrentTransactions);
@@ -147,7 +186,10 @@ impl Shard {
                 id,
                 timeout_ms,
                 client,
-            } => self.init_txn(&id, timeout_ms, client).await,
+            } => self
+                .init_txn(&id, timeout_ms, client)
+                .await
+                .map(|(p, e)| TxnAnswer::Producer(p, e)),
             TxnRequest::Add {
                 id,
                 producer_id,
@@ -160,7 +202,7 @@ impl Shard {
                 if meta.add(partitions, groups, now_ms()) {
                     self.store_txn(&id, &meta).await?;
                 }
-                Ok((-1, -1))
+                Ok(TxnAnswer::Done)
             }
             TxnRequest::End {
                 id,
@@ -171,7 +213,7 @@ impl Shard {
                 let mut meta = self.txn_meta(&id)?;
                 meta.check_producer(producer_id, epoch)?;
                 let Some(prepare) = meta.plan_end(commit)? else {
-                    return Ok((-1, -1));
+                    return Ok(TxnAnswer::Done);
                 };
                 meta.state = prepare;
                 meta.updated_ms = now_ms();
@@ -181,7 +223,7 @@ impl Shard {
                 if let Err(e) = self.finish_txn(&id, &mut meta).await {
                     tracing::warn!(transactional_id = %id, error = %e, "transaction markers not all written; retrying");
                 }
-                Ok((-1, -1))
+                Ok(TxnAnswer::Done)
             }
             TxnRequest::Expire { id } => {
                 let mut meta = self.txn_meta(&id)?;
@@ -192,8 +234,9 @@ impl Shard {
                 } else if meta.state.preparing() {
                     self.finish_txn(&id, &mut meta).await?;
                 }
-                Ok((-1, -1))
+                Ok(TxnAnswer::Done)
             }
+            TxnRequest::Describe { .. } | TxnRequest::List => Ok(TxnAnswer::Done),
         }
     }
 
@@ -213,7 +256,12 @@ impl Shard {
         Ok(())
     }
 
-    async fn init_txn(&self, id: &str, timeout_ms: i32, client: (i64, i16)) -> TxnReply {
+    async fn init_txn(
+        &self,
+        id: &str,
+        timeout_ms: i32,
+        client: (i64, i16),
+    ) -> Result<(i64, i16), KelpError> {
         let max = self.config.transaction_max_timeout_ms;
         if timeout_ms <= 0 || i64::from(timeout_ms) > i64::from(max) {
             return Err(KelpError::InvalidTransactionTimeout(timeout_ms));

@@ -227,6 +227,14 @@ def test_java_transactional_producer_and_read_committed_consumer(broker):
         capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-4000:]
     assert "OK committed=210 uncommitted=261 fenced=true" in out.stdout, out.stdout
+    # Apache Kafka's kafka-transactions tool sees the id (ListTransactions,
+    # DescribeTransactions).
+    r = conftest.kafka_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server",
+                            broker.bootstrap, "list")
+    assert r.returncode == 0 and f"{topic}-txn" in r.stdout, r.stdout + r.stderr[-2000:]
+    r = conftest.kafka_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server",
+                            broker.bootstrap, "describe", "--transactional-id", f"{topic}-txn")
+    assert r.returncode == 0 and "CompleteCommit" in r.stdout, r.stdout + r.stderr[-2000:]
 
 
 @pytest.mark.skipif(conftest.STORAGE != "seaweedmq", reason="the SeaweedMQ pass")

@@ -261,3 +261,62 @@ fn transactions_commit_abort_fence_and_time_out() {
         assert_eq!(r.error_code, code::PRODUCER_FENCED);
     });
 }
+
+#[test]
+fn describe_and_list_transactions() {
+    use kafka_protocol::messages::{DescribeTransactionsRequest, ListTransactionsRequest};
+    run(2, &[], |b| async move {
+        let c = &b.client;
+        create_topic(c, "dt", 2).await;
+        let mut pids = Vec::new();
+        for id in ["t-a", "t-b", "t-c"] {
+            pids.push(c.send(4, init(id, 30_000)).await.producer_id.0);
+        }
+        let add = add("t-b", pids[1], 0, "dt", vec![1, 0]);
+        assert_eq!(c.send(3, add).await.results_by_topic_v3_and_below.len(), 1);
+        let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![
+            TransactionalId(sb("t-b")),
+            TransactionalId(sb("nobody")),
+        ]);
+        let r = c.send(0, req).await;
+        let b_state = &r.transaction_states[0];
+        assert_eq!(
+            (b_state.error_code, b_state.transaction_state.as_str()),
+            (0, "Ongoing")
+        );
+        assert_eq!(
+            (b_state.producer_id.0, b_state.transaction_timeout_ms),
+            (pids[1], 30_000)
+        );
+        assert!(b_state.transaction_start_time_ms > 0);
+        assert_eq!(b_state.topics[0].partitions, [0, 1]);
+        assert_eq!(
+            r.transaction_states[1].error_code,
+            code::TRANSACTIONAL_ID_NOT_FOUND
+        );
+        // Every shard's ids, filtered by state.
+        let r = c
+            .send(
+                1,
+                ListTransactionsRequest::default().with_duration_filter(-1),
+            )
+            .await;
+        let mut ids: Vec<&str> = r
+            .transaction_states
+            .iter()
+            .map(|t| t.transactional_id.0.as_str())
+            .collect();
+        ids.sort();
+        assert_eq!(ids, ["t-a", "t-b", "t-c"]);
+        let r = c
+            .send(
+                1,
+                ListTransactionsRequest::default()
+                    .with_duration_filter(-1)
+                    .with_state_filters(vec![sb("Ongoing"), sb("Bogus")]),
+            )
+            .await;
+        assert_eq!(r.transaction_states.len(), 1);
+        assert_eq!(r.unknown_state_filters, [sb("Bogus")]);
+    });
+}

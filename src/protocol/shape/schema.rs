@@ -789,6 +789,29 @@ pub static TXN_OFFSET_COMMIT: Message = Message {
     ],
 };
 
+/// `DescribeTransactionsRequest` (valid versions 0, flexible 0+).
+pub static DESCRIBE_TRANSACTIONS: Message = Message {
+    name: "DescribeTransactionsRequest",
+    api_key: 65,
+    valid: V(0, 0),
+    flexible: V(0, MAX),
+    fields: &[f("TransactionalIds", Kind::Array(&Kind::String), V(0, MAX))],
+};
+
+/// `ListTransactionsRequest` (valid versions 0-2, flexible 0+).
+pub static LIST_TRANSACTIONS: Message = Message {
+    name: "ListTransactionsRequest",
+    api_key: 66,
+    valid: V(0, 2),
+    flexible: V(0, MAX),
+    fields: &[
+        f("StateFilters", Kind::Array(&Kind::String), V(0, MAX)),
+        f("ProducerIdFilters", Kind::Array(&Kind::Int64), V(0, MAX)),
+        f("DurationFilter", Kind::Int64, V(1, MAX)),
+        f("TransactionalIdPattern", Kind::String, V(2, MAX)).nullable(V(2, MAX)),
+    ],
+};
+
 /// `ConsumerProtocolSubscription` (valid versions 0-3, flexible none).
 pub static CONSUMER_PROTOCOL_SUBSCRIPTION: Message = Message {
     name: "ConsumerProtocolSubscription",
@@ -848,5 +871,7 @@ pub static ALL: &[&Message] = &[
     &ADD_OFFSETS_TO_TXN,
     &END_TXN,
     &TXN_OFFSET_COMMIT,
+    &DESCRIBE_TRANSACTIONS,
+    &LIST_TRANSACTIONS,
     &CONSUMER_PROTOCOL_SUBSCRIPTION,
 ];
