@@ -58,6 +58,7 @@ MESSAGES = [
     ("END_TXN", "EndTxnRequest"),
     ("TXN_OFFSET_COMMIT", "TxnOffsetCommitRequest"),
     ("DESCRIBE_TRANSACTIONS", "DescribeTransactionsRequest"),
+    ("DESCRIBE_PRODUCERS", "DescribeProducersRequest"),
     ("LIST_TRANSACTIONS", "ListTransactionsRequest"),
     ("CONSUMER_PROTOCOL_SUBSCRIPTION", "ConsumerProtocolSubscription"),
 ]

@@ -18,6 +18,7 @@ pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_producers;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod end_txn;
@@ -241,6 +242,7 @@ pub async fn dispatch(
         Request::EndTxn(r) => end_txn::handle(&ctx, r).await.map(Some),
         Request::DescribeTransactions(r) => describe_transactions::handle(&ctx, r).await.map(Some),
         Request::ListTransactions(r) => list_transactions::handle(&ctx, r).await.map(Some),
+        Request::DescribeProducers(r) => describe_producers::handle(&ctx, r).await.map(Some),
         Request::TxnOffsetCommit(r) => txn_offset_commit::handle(&ctx, r).await.map(Some),
         Request::OffsetForLeaderEpoch(r) => {
             offset_for_leader_epoch::handle(&ctx, r).await.map(Some)

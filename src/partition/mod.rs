@@ -159,6 +159,17 @@ impl Partition {
         self.txns.last_stable_offset(self.hw)
     }
 
+    /// The producers with state here (DescribeProducers): (producer id, epoch, last
+    /// sequence, first offset of its open transaction or -1).
+    pub fn active_producers(&self) -> Vec<(i64, i16, i32, i64)> {
+        let open: std::collections::HashMap<i64, i64> = self.txns.open().collect();
+        self.producers
+            .producers()
+            .into_iter()
+            .map(|(pid, epoch, seq)| (pid, epoch, seq, open.get(&pid).copied().unwrap_or(-1)))
+            .collect()
+    }
+
     /// Open and aborted transactions.
     pub fn transactions(&self) -> &Transactions {
         &self.txns

@@ -105,6 +105,18 @@ impl ProducerStates {
         }
     }
 
+    /// Every producer with state here: (producer id, epoch, last sequence written, -1 if
+    /// none), for DescribeProducers.
+    pub fn producers(&self) -> Vec<(i64, i16, i32)> {
+        let mut out: Vec<(i64, i16, i32)> = self
+            .producers
+            .iter()
+            .map(|(&pid, e)| (pid, e.epoch, e.batches.back().map_or(-1, |b| b.last_seq)))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Records an appended batch (its header carries the assigned base offset).
     pub fn record(&mut self, h: &BatchHeader) {
         if h.producer_id < 0 {

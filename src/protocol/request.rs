@@ -8,8 +8,8 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest,
-    ListTransactionsRequest, TxnOffsetCommitRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest,
+    DescribeTransactionsRequest, EndTxnRequest, ListTransactionsRequest, TxnOffsetCommitRequest,
 };
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
@@ -98,6 +98,7 @@ requests! {
     EndTxn(EndTxnRequest) = END_TXN,
     TxnOffsetCommit(TxnOffsetCommitRequest) = TXN_OFFSET_COMMIT,
     DescribeTransactions(DescribeTransactionsRequest) = DESCRIBE_TRANSACTIONS,
+    DescribeProducers(DescribeProducersRequest) = DESCRIBE_PRODUCERS,
     ListTransactions(ListTransactionsRequest) = LIST_TRANSACTIONS,
 }
 

@@ -89,6 +89,8 @@ pub mod key {
     pub const END_TXN: i16 = 26;
     /// TxnOffsetCommit.
     pub const TXN_OFFSET_COMMIT: i16 = 28;
+    /// DescribeProducers (KIP-664).
+    pub const DESCRIBE_PRODUCERS: i16 = 61;
     /// DescribeTransactions (KIP-664).
     pub const DESCRIBE_TRANSACTIONS: i16 = 65;
     /// ListTransactions (KIP-664).
@@ -341,6 +343,13 @@ pub const SUPPORTED: &[ApiSupport] = &[
         min: 0,
         max: 1,
         first_flexible: 1,
+    },
+    ApiSupport {
+        key: key::DESCRIBE_PRODUCERS,
+        name: "DescribeProducers",
+        min: 0,
+        max: 0,
+        first_flexible: 0,
     },
     ApiSupport {
         key: key::DESCRIBE_TRANSACTIONS,

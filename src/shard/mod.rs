@@ -464,6 +464,7 @@ impl Shard {
             ShardMsg::Read(items, reply) => spawn_reply(self, items, reply),
             ShardMsg::ListOffsets(items, reply) => spawn_reply(self, items, reply),
             ShardMsg::DeleteRecords(items, reply) => spawn_reply(self, items, reply),
+            ShardMsg::Producers(items, reply) => spawn_reply(self, items, reply),
             ShardMsg::Wait(items, deadline, reply) => {
                 glommio::spawn_local(async move {
                     self.wait_local(&items, deadline).await;

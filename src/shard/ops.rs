@@ -93,6 +93,18 @@ pub struct OffsetsItem {
 /// (timestamp, offset) found.
 pub type OffsetsOut = Result<(i64, i64), KelpError>;
 
+/// DescribeProducers for one partition.
+#[derive(Debug)]
+pub struct ProducersItem {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+}
+
+/// (producer id, epoch, last sequence, open transaction's first offset or -1) per producer.
+pub type ProducersOut = Result<Vec<(i64, i16, i32, i64)>, KelpError>;
+
 /// Move a partition's log start offset forward (DeleteRecords); -1 means the high watermark.
 pub struct DeleteRecordsItem {
     /// Topic.
@@ -135,6 +147,8 @@ pub enum ShardMsg {
     DropTopic(String),
     /// A request for a group this shard coordinates (or, for `List`, every shard).
     Group(GroupRequest, oneshot::Sender<GroupReply>),
+    /// DescribeProducers lookups, answered per item.
+    Producers(Vec<ProducersItem>, oneshot::Sender<Vec<ProducersOut>>),
     /// A request for a transactional id this shard coordinates.
     Txn(
         super::txn::TxnRequest,
@@ -214,6 +228,33 @@ impl Op for OffsetsItem {
         Box::pin(futures::future::join_all(
             items.into_iter().map(|it| shard.list_offset(it)),
         ))
+    }
+    fn failed(e: KelpError) -> Self::Out {
+        Err(e)
+    }
+}
+
+impl Op for ProducersItem {
+    type Out = ProducersOut;
+    fn key(&self) -> (&str, i32) {
+        (&self.topic, self.partition)
+    }
+    fn into_msg(items: Vec<Self>, reply: oneshot::Sender<Vec<Self::Out>>) -> ShardMsg {
+        ShardMsg::Producers(items, reply)
+    }
+    fn run(shard: &Shard, items: Vec<Self>) -> LocalBoxFuture<'_, Vec<Self::Out>> {
+        Box::pin(futures::future::join_all(items.into_iter().map(
+            |it| async move {
+                shard
+                    .lead(
+                        &it.topic,
+                        it.partition,
+                        std::time::Instant::now() + std::time::Duration::from_secs(5),
+                    )
+                    .await?;
+                shard.with_partition(&it.topic, it.partition, |p| p.active_producers())
+            },
+        )))
     }
     fn failed(e: KelpError) -> Self::Out {
         Err(e)

@@ -235,6 +235,10 @@ def test_java_transactional_producer_and_read_committed_consumer(broker):
     r = conftest.kafka_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server",
                             broker.bootstrap, "describe", "--transactional-id", f"{topic}-txn")
     assert r.returncode == 0 and "CompleteCommit" in r.stdout, r.stdout + r.stderr[-2000:]
+    r = conftest.kafka_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server",
+                            broker.bootstrap, "describe-producers", "--topic", topic,
+                            "--partition", "0")
+    assert r.returncode == 0 and "ProducerId" in r.stdout, r.stdout + r.stderr[-2000:]
 
 
 @pytest.mark.skipif(conftest.STORAGE != "seaweedmq", reason="the SeaweedMQ pass")

@@ -318,5 +318,30 @@ fn describe_and_list_transactions() {
             .await;
         assert_eq!(r.transaction_states.len(), 1);
         assert_eq!(r.unknown_state_filters, [sb("Bogus")]);
+        // DescribeProducers: the open transaction's producer on the partition it wrote.
+        assert_eq!(
+            txn_produce(c, "t-b", "dt", 0, txn_batch(2, pids[1], 0, 0)).await,
+            (0, 0)
+        );
+        let req = kafka_protocol::messages::DescribeProducersRequest::default().with_topics(vec![
+            kafka_protocol::messages::describe_producers_request::TopicRequest::default()
+                .with_name(topic_name("dt"))
+                .with_partition_indexes(vec![0, 9]),
+        ]);
+        let r = c.send(0, req).await;
+        let parts = &r.topics[0].partitions;
+        assert_eq!(parts[0].error_code, 0);
+        let p0 = &parts[0].active_producers;
+        assert_eq!(p0.len(), 1);
+        assert_eq!(
+            (
+                p0[0].producer_id.0,
+                p0[0].producer_epoch,
+                p0[0].last_sequence,
+                p0[0].current_txn_start_offset
+            ),
+            (pids[1], 0, 1, 0)
+        );
+        assert_eq!(parts[1].error_code, code::UNKNOWN_TOPIC_OR_PARTITION);
     });
 }

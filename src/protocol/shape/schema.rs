@@ -798,6 +798,22 @@ pub static DESCRIBE_TRANSACTIONS: Message = Message {
     fields: &[f("TransactionalIds", Kind::Array(&Kind::String), V(0, MAX))],
 };
 
+/// `DescribeProducersRequest` (valid versions 0, flexible 0+).
+pub static DESCRIBE_PRODUCERS: Message = Message {
+    name: "DescribeProducersRequest",
+    api_key: 61,
+    valid: V(0, 0),
+    flexible: V(0, MAX),
+    fields: &[f(
+        "Topics",
+        Kind::Array(&Kind::Struct(&[
+            f("Name", Kind::String, V(0, MAX)),
+            f("PartitionIndexes", Kind::Array(&Kind::Int32), V(0, MAX)),
+        ])),
+        V(0, MAX),
+    )],
+};
+
 /// `ListTransactionsRequest` (valid versions 0-2, flexible 0+).
 pub static LIST_TRANSACTIONS: Message = Message {
     name: "ListTransactionsRequest",
@@ -872,6 +888,7 @@ pub static ALL: &[&Message] = &[
     &END_TXN,
     &TXN_OFFSET_COMMIT,
     &DESCRIBE_TRANSACTIONS,
+    &DESCRIBE_PRODUCERS,
     &LIST_TRANSACTIONS,
     &CONSUMER_PROTOCOL_SUBSCRIPTION,
 ];
