@@ -4,8 +4,10 @@ over TLS (KGO_SEEDS on an SSL listener, KGO_TEST_TLS with the test CA) and the S
 (KGO_TEST_SCRAM, SCRAM-SHA-512) against a SASL_PLAINTEXT listener (KGO_TEST_SCRAM_SEEDS; the
 suite's SCRAM client speaks no TLS). The chosen tests cover produce and consume paths, group
 ETL with every balancer (eager and cooperative, static members), pausing, purging, pooling and
-SCRAM with good and bad credentials, OAUTHBEARER (unsecured tokens, good and expired). Left out: transactions (issue 16), KIP-848 and share
-groups, and TestConsumeRegex (needs __consumer_offsets listed in Metadata).
+SCRAM with good and bad credentials, OAUTHBEARER (unsecured tokens, good and expired), and
+transactions (TestTxnEtl: a transactional producer and transactional consume-transform-produce
+group sessions with every classic balancer). Left out: KIP-848 and share groups, and
+TestConsumeRegex (needs __consumer_offsets listed in Metadata).
 
 Runs once, on the local-storage pass (the suite takes about a minute)."""
 
@@ -31,6 +33,7 @@ TESTS = [
     "TestPauseIssue489", "TestPauseIssueOct2023", "TestIssue523", "TestIssue648",
     "TestIssue810", "TestIssue865", "TestIssueFetchLargerThanBrokerMaxReadBytes", "TestPooling",
     "TestLookbackMilli", "TestConsumeTopicRetrieval", "TestIssue434", "TestOAuthAuth",
+    "TestTxnEtl",
 ]
 
 
