@@ -160,6 +160,12 @@ pub struct Config {
     #[arg(long, default_value_t = 900_000)]
     pub transaction_max_timeout_ms: i32,
 
+    /// How long a transactional id with no transaction open is kept after its last use, as
+    /// Kafka's `transactional.id.expiration.ms`; then its state is forgotten (a producer
+    /// using it again starts afresh, at epoch 0).
+    #[arg(long, default_value_t = 604_800_000)]
+    pub transactional_id_expiration_ms: u64,
+
     /// Authorization, as Kafka's `authorizer.class.name`: `none` lets every client do
     /// everything (CreateAcls and friends answer SECURITY_DISABLED); `acl` checks every
     /// request against the ACLs (kept where the data is, managed with `kafka-acls`).

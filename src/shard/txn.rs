@@ -112,6 +112,9 @@ pub type TxnReply = Result<TxnAnswer, KelpError>;
 /// How often expired transactions are looked for.
 const TXN_TICK: Duration = Duration::from_millis(500);
 
+/// How often transactional ids unused for `--transactional-id-expiration-ms` are forgotten.
+const ID_EXPIRY_EVERY: u32 = 120; // ticks: a minute
+
 /// How long marker appends may take (each is a produce with acks=all).
 const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -413,11 +416,48 @@ impl Shard {
         Ok(())
     }
 
-    /// Aborts expired transactions and finishes decided ones, forever.
+    /// Forgets transactional ids unused for `--transactional-id-expiration-ms` (their
+    /// records go too), so ids clients stop using do not pile up.
+    pub async fn expire_txn_ids(&self, now: i64) {
+        let limit = i64::try_from(self.config.transactional_id_expiration_ms).unwrap_or(i64::MAX);
+        let idle: Vec<String> = self
+            .txns
+            .borrow()
+            .iter()
+            .filter(|(id, m)| m.idle_expired(now, limit) && !self.txn_busy.borrow().contains(*id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            if !self.txn_busy.borrow_mut().insert(id.clone()) {
+                continue;
+            }
+            let _busy = Busy {
+                shard: self,
+                id: id.clone(),
+            };
+            match self.engine.put_record(SPACE, &id, None).await {
+                Ok(()) => {
+                    self.txns.borrow_mut().remove(&id);
+                    tracing::debug!(transactional_id = %id, "transactional id expired");
+                }
+                Err(e) => {
+                    tracing::warn!(transactional_id = %id, error = %e, "transactional id not expired")
+                }
+            }
+        }
+    }
+
+    /// Aborts expired transactions and finishes decided ones, forever; forgets idle ids
+    /// every minute.
     pub async fn run_txn_timers(self: Rc<Self>) {
+        let mut ticks = 0u32;
         loop {
             glommio::timer::sleep(TXN_TICK).await;
             let now = now_ms();
+            ticks = ticks.wrapping_add(1);
+            if ticks.is_multiple_of(ID_EXPIRY_EVERY) {
+                self.expire_txn_ids(now).await;
+            }
             let due: Vec<String> = self
                 .txns
                 .borrow()

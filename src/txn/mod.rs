@@ -194,6 +194,14 @@ impl TxnMeta {
             && now_ms > self.started_ms.saturating_add(i64::from(self.timeout_ms))
     }
 
+    /// Whether the id, with nothing open or being decided, was last used more than
+    /// `expiration_ms` before `now_ms` (Kafka's transactional.id.expiration.ms).
+    pub fn idle_expired(&self, now_ms: i64, expiration_ms: i64) -> bool {
+        !matches!(self.state, TxnState::Ongoing)
+            && !self.state.preparing()
+            && now_ms.saturating_sub(self.updated_ms) > expiration_ms
+    }
+
     /// The next epoch, or None when epochs are used up (a new producer id is needed).
     pub fn next_epoch(&self) -> Option<i16> {
         (self.epoch < LAST_EPOCH).then_some(self.epoch + 1)
@@ -238,6 +246,10 @@ mod tests {
         // The next transaction opens afresh.
         assert!(m.add([("u".to_string(), 1)], [], 5_000));
         assert_eq!(m.partitions.len(), 1);
+        assert!(!m.idle_expired(i64::MAX, 1), "a transaction is open");
+        m.state = TxnState::CompleteAbort;
+        m.updated_ms = 5_000;
+        assert!(!m.idle_expired(6_000, 1_000) && m.idle_expired(6_001, 1_000));
         m.epoch = LAST_EPOCH;
         assert_eq!(m.next_epoch(), None);
         let json = serde_json::to_vec(&m).unwrap();

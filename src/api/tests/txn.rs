@@ -345,3 +345,42 @@ fn describe_and_list_transactions() {
         assert_eq!(parts[1].error_code, code::UNKNOWN_TOPIC_OR_PARTITION);
     });
 }
+
+#[test]
+fn idle_transactional_ids_expire() {
+    use kafka_protocol::messages::DescribeTransactionsRequest;
+    run(
+        1,
+        &["--transactional-id-expiration-ms", "1000"],
+        |b| async move {
+            let c = &b.client;
+            create_topic(c, "ex", 1).await;
+            let idle = c.send(4, init("idle", 30_000)).await;
+            let open = c.send(4, init("open", 30_000)).await;
+            let r = c
+                .send(3, add("open", open.producer_id.0, 0, "ex", vec![0]))
+                .await;
+            assert_eq!(
+                r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+                0
+            );
+            let later = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64
+                + 5_000;
+            c.shard.expire_txn_ids(later).await;
+            let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![
+                TransactionalId(sb("idle")),
+                TransactionalId(sb("open")),
+            ]);
+            let r = c.send(0, req).await;
+            let codes: Vec<i16> = r.transaction_states.iter().map(|t| t.error_code).collect();
+            assert_eq!(codes, [code::TRANSACTIONAL_ID_NOT_FOUND, 0]);
+            // The expired id starts afresh: a new producer id at epoch 0.
+            let again = c.send(4, init("idle", 30_000)).await;
+            assert_eq!(again.producer_epoch, 0);
+            assert_ne!(again.producer_id, idle.producer_id);
+        },
+    );
+}
