@@ -6,6 +6,9 @@ cache over its budget. Run through perf/soak.sh (which builds nothing: it uses K
 Load, all at once, for the whole run:
   - Java ProducerPerformance (Apache Kafka's own client), acks=all and acks=1, in a loop;
   - confluent-kafka consumers in one group that join, consume a while, leave and come back;
+  - a confluent-kafka transactional producer committing two rounds in three and aborting the
+    third (a new transactional id every 20 rounds), and a read_committed consumer that must
+    never see an aborted record;
   - admin calls: create/describe/alter/delete topics, list/describe groups, metadata;
   - a slow consumer (reads a few KiB per second of its fetches) and a stalled one (never
     reads; must be closed by the write timeout, then it comes back);
@@ -141,6 +144,53 @@ def group_consumer(bs, topic, group, idx):
         count("group_leaves")
         STOP.wait(random.uniform(0, 5))
     return loop(f"consumer{idx}", body)
+
+
+def transactional_producer(bs, topic):
+    from confluent_kafka import Producer
+
+    def body():
+        p = Producer({"bootstrap.servers": bs, "transactional.id": f"soak-{uuid.uuid4().hex[:8]}",
+                      "linger.ms": 5, "transaction.timeout.ms": 20000})
+        p.init_transactions(30)
+        for rnd in range(20):
+            if STOP.is_set():
+                break
+            abort = rnd % 3 == 2
+            p.begin_transaction()
+            for i in range(100):
+                p.produce(topic, key=str(i).encode(),
+                          value=(b"abort-" if abort else b"keep-") + os.urandom(64))
+            if abort:
+                p.flush(30)
+                p.abort_transaction(30)
+                count("txn_aborts")
+            else:
+                p.commit_transaction(30)
+                count("txn_commits")
+    return loop("txn_producer", body)
+
+
+def committed_reader(bs, topic):
+    from confluent_kafka import Consumer
+
+    def body():
+        c = Consumer({"bootstrap.servers": bs, "group.id": "soak-txn-reader",
+                      "auto.offset.reset": "latest", "isolation.level": "read_committed"})
+        c.subscribe([topic])
+        until = time.time() + 60
+        try:
+            while time.time() < until and not STOP.is_set():
+                m = c.poll(0.5)
+                if m is None or m.error() is not None:
+                    continue
+                if m.value().startswith(b"abort-"):
+                    count("txn_aborted_seen")
+                else:
+                    count("txn_committed_read")
+        finally:
+            c.close()
+    return loop("txn_reader", body)
 
 
 def admin_calls(bs):
@@ -346,7 +396,7 @@ def run(a, proc, port, mport, out):
     # Retention keeps the disk (and the in-memory indexes of what it holds) bounded over
     # hours: 2 topics x 8 partitions x 128 MiB.
     retention = {"retention.bytes": str(128 * MIB), "segment.bytes": str(32 * MIB)}
-    for t in (topic, "soak-one"):
+    for t in (topic, "soak-one", "soak-txn"):
         admin.create_topics([NewTopic(t, 8, 1, config=retention)])[t].result(15)
     logs = os.path.join(out, "clients")
     os.makedirs(logs, exist_ok=True)
@@ -357,6 +407,8 @@ def run(a, proc, port, mport, out):
     for i in range(3):
         group_consumer(bs, topic, group, i)
     admin_calls(bs)
+    transactional_producer(bs, "soak-txn")
+    committed_reader(bs, "soak-txn")
     slow_consumer(port, "soak-one")
     stalled_consumer(port, "soak-one")
     garbage(port)
@@ -415,7 +467,11 @@ def run(a, proc, port, mport, out):
         json.dump(summary, f, indent=1)
     print("soak: summary " + json.dumps(summary), flush=True)
     # Load that never ran would make a green soak meaningless.
+    if counts.get("txn_aborted_seen", 0) and failure is None:
+        failure = f"a read_committed consumer saw {counts['txn_aborted_seen']} aborted records"
+        print(f"soak: FAIL: {failure}")
     for need in ("produce_acksall_runs", "produce_acks1_runs", "consumed", "admin_rounds",
+                 "txn_commits", "txn_aborts", "txn_committed_read",
                  "slow_fetches", "stalled_closed_by_broker", "garbage_conns"):
         if elapsed > 120 and counts.get(need, 0) == 0 and failure is None:
             failure = f"no {need} during the run"

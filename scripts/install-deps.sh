@@ -3,7 +3,7 @@
 #   - Debian's kcat (1.7.1 on librdkafka 2.0.2: the old, strict ApiVersions client the tests keep);
 #   - Python: confluent-kafka (librdkafka), kafka-python with its codec packages, pytest,
 #     prometheus-client;
-#   - Java: kafka-clients $KAFKA_VERSION and its runtime jars -> $CACHE/jars/clients;
+#   - Java: kafka-clients and kafka-streams $KAFKA_VERSION and their runtime jars -> $CACHE/jars/clients;
 #   - Java: the full Apache Kafka broker (kafka_2.13, kafka-server, kafka-tools, same version)
 #     -> $CACHE/jars/kafka, for scripts/kafka.sh and the perf comparisons;
 #   - kafkajs (npm ci from tests/node/package-lock.json) and franz-go modules (Go proxy);
@@ -81,7 +81,8 @@ copy_jars() {
   log "maven: $(ls "$dir"/*.jar | wc -l) jars in $dir"
 }
 copy_jars scripts/maven/clients-pom.xml "$CACHE/jars/clients" "kafka-clients" \
-  "kafka-clients-$KAFKA_VERSION.jar" jackson-databind-2.19.0.jar jose4j-0.9.6.jar
+  "kafka-clients-$KAFKA_VERSION.jar" "kafka-streams-$KAFKA_VERSION.jar" jackson-databind-2.19.0.jar \
+  jose4j-0.9.6.jar
 copy_jars scripts/maven/kafka-pom.xml "$CACHE/jars/kafka" "Apache Kafka broker" \
   "kafka_2.13-$KAFKA_VERSION.jar" "kafka-server-$KAFKA_VERSION.jar" "kafka-tools-$KAFKA_VERSION.jar" \
   "kafka-clients-$KAFKA_VERSION.jar" log4j-slf4j-impl-2.24.3.jar

@@ -1,10 +1,12 @@
 //! Produce batch validation (`record::batch`), the record walker (`record::walk`) and the
-//! by-timestamp lookup, fed arbitrary bytes: as a produce records region, and as a batch
-//! read back from disk (where nothing was validated by this broker run).
+//! by-timestamp lookup and the control record reader (`record::control`), fed arbitrary
+//! bytes: as a produce records region, and as a batch read back from disk (where nothing was
+//! validated by this broker run).
 #![no_main]
 
 use bytes::{Bytes, BytesMut};
-use kelp::record::batch::first_offset_at_or_after_within;
+use kelp::record::batch::{first_offset_at_or_after_within, BatchHeader};
+use kelp::record::control::control_type;
 use kelp::record::walk::{self, Records};
 use kelp::record::ValidatedBatches;
 use libfuzzer_sys::fuzz_target;
@@ -28,6 +30,8 @@ fuzz_target!(|data: &[u8]| {
 fn validate(data: &[u8]) {
     if let Ok(v) = ValidatedBatches::validate(BytesMut::from(data), 1 << 20) {
         for (h, b) in v.assign_offsets(0) {
+            // Clients' batches are never control batches.
+            assert!(!h.is_control() && control_type(&h, &b).is_none());
             let found = first_offset_at_or_after_within(&b, i64::MIN, CAP);
             if h.compression() == 0 {
                 assert_eq!(walk::check_records(&b, CAP), Ok(h.record_count));
@@ -53,4 +57,7 @@ fn walk_stored(data: &[u8]) {
         assert!(n <= data.len().max(CAP));
     }
     let _ = first_offset_at_or_after_within(&b, 0, CAP);
+    if let Ok(h) = BatchHeader::parse(&b) {
+        let _ = control_type(&h, &b);
+    }
 }

@@ -31,13 +31,9 @@ fn sasl() -> &'static Sasl {
         creds.put("u", c);
         let all = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "OAUTHBEARER"].map(String::from);
         let args = OAuthArgs {
-            sasl_oauthbearer_jwks_file: None,
-            sasl_oauthbearer_allow_unsecured: true,
             sasl_oauthbearer_expected_issuer: Some("i".into()),
             sasl_oauthbearer_expected_audience: vec!["a".into()],
-            sasl_oauthbearer_sub_claim_name: "sub".into(),
-            sasl_oauthbearer_scope_claim_name: "scope".into(),
-            sasl_oauthbearer_clock_skew_seconds: 30,
+            ..OAuthArgs::unsecured()
         };
         let oauth = TokenValidator::from_args(&args, true)
             .expect("validator")

@@ -50,16 +50,12 @@ pub async fn handle(
             if err.is_none() {
                 offsets.push((
                     (name.clone(), p.partition_index),
-                    CommittedOffset {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata: p
-                            .committed_metadata
-                            .as_ref()
-                            .map(|s| s.to_string())
-                            .unwrap_or_default(),
-                        commit_timestamp_ms: ts,
-                    },
+                    CommittedOffset::committed(
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.committed_metadata.as_deref(),
+                        ts,
+                    ),
                 ));
             }
             slots.push((ti, p.partition_index, err));

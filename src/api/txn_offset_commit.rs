@@ -33,29 +33,25 @@ pub async fn handle(
     for t in &req.topics {
         let name = t.name.0.to_string();
         let denied = !ctx.allowed(Operation::Read, ResourceType::Topic, &name);
+        let meta = ctx.shard.cluster.topic(&name);
         for p in &t.partitions {
-            if denied {
-                rows.push((
-                    name.clone(),
-                    p.partition_index,
-                    Some(KelpError::TopicAuthorizationFailed),
+            let err = match &meta {
+                _ if denied => Some(KelpError::TopicAuthorizationFailed),
+                Some(m) if p.partition_index >= 0 && p.partition_index < m.partitions => None,
+                _ => Some(KelpError::UnknownTopicOrPartition),
+            };
+            if err.is_none() {
+                offsets.push((
+                    (name.clone(), p.partition_index),
+                    CommittedOffset::committed(
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.committed_metadata.as_deref(),
+                        now,
+                    ),
                 ));
-                continue;
             }
-            rows.push((name.clone(), p.partition_index, None));
-            offsets.push((
-                (name.clone(), p.partition_index),
-                CommittedOffset {
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: p
-                        .committed_metadata
-                        .as_ref()
-                        .map(|m| m.to_string())
-                        .unwrap_or_default(),
-                    commit_timestamp_ms: now,
-                },
-            ));
+            rows.push((name.clone(), p.partition_index, err));
         }
     }
     let outcome: Result<PartitionResults, KelpError> =

@@ -338,15 +338,7 @@ mod tests {
     }
 
     fn args() -> OAuthArgs {
-        OAuthArgs {
-            sasl_oauthbearer_jwks_file: None,
-            sasl_oauthbearer_allow_unsecured: true,
-            sasl_oauthbearer_expected_issuer: None,
-            sasl_oauthbearer_expected_audience: Vec::new(),
-            sasl_oauthbearer_sub_claim_name: "sub".into(),
-            sasl_oauthbearer_scope_claim_name: "scope".into(),
-            sasl_oauthbearer_clock_skew_seconds: 30,
-        }
+        OAuthArgs::unsecured()
     }
 
     fn scratch() -> PathBuf {

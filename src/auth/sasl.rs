@@ -481,13 +481,8 @@ mod tests {
         creds.put("al,ice", c);
         let all = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "OAUTHBEARER"].map(String::from);
         let args = crate::config::oauth::OAuthArgs {
-            sasl_oauthbearer_jwks_file: None,
-            sasl_oauthbearer_allow_unsecured: true,
-            sasl_oauthbearer_expected_issuer: None,
-            sasl_oauthbearer_expected_audience: Vec::new(),
-            sasl_oauthbearer_sub_claim_name: "sub".into(),
-            sasl_oauthbearer_scope_claim_name: "scope".into(),
             sasl_oauthbearer_clock_skew_seconds: 0,
+            ..crate::config::oauth::OAuthArgs::unsecured()
         };
         let oauth = TokenValidator::from_args(&args, true)
             .unwrap()

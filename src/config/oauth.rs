@@ -48,6 +48,19 @@ pub struct OAuthArgs {
 }
 
 impl OAuthArgs {
+    /// The flags' defaults with `--sasl-oauthbearer-allow-unsecured` (tests and fuzzing).
+    pub fn unsecured() -> Self {
+        OAuthArgs {
+            sasl_oauthbearer_jwks_file: None,
+            sasl_oauthbearer_allow_unsecured: true,
+            sasl_oauthbearer_expected_issuer: None,
+            sasl_oauthbearer_expected_audience: Vec::new(),
+            sasl_oauthbearer_sub_claim_name: "sub".into(),
+            sasl_oauthbearer_scope_claim_name: "scope".into(),
+            sasl_oauthbearer_clock_skew_seconds: 30,
+        }
+    }
+
     /// Checks the flags against each other; `enabled` says whether OAUTHBEARER is among the
     /// SASL mechanisms.
     pub fn check(&self, enabled: bool) -> Result<(), String> {

@@ -24,6 +24,18 @@ pub struct CommittedOffset {
     pub commit_timestamp_ms: i64,
 }
 
+impl CommittedOffset {
+    /// An offset as OffsetCommit and TxnOffsetCommit send it, committed at `now_ms`.
+    pub fn committed(offset: i64, leader_epoch: i32, metadata: Option<&str>, now_ms: i64) -> Self {
+        CommittedOffset {
+            offset,
+            leader_epoch,
+            metadata: metadata.unwrap_or_default().to_string(),
+            commit_timestamp_ms: now_ms,
+        }
+    }
+}
+
 /// (topic, partition).
 pub type TopicPartition = (String, i32);
 

@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import struct
@@ -54,6 +55,17 @@ def require(ok, what):
     if os.environ.get("KELP_REQUIRE_CLIENTS") == "1":
         pytest.fail(f"missing test dependency: {what} (scripts/install-deps.sh)")
     pytest.skip(f"missing test dependency: {what}")
+
+
+def kafkajs_dir():
+    """tests/node with kafkajs installed from its package-lock.json (npm ci on first use)."""
+    require(shutil.which("node") is not None and shutil.which("npm") is not None, "node/npm")
+    node = ROOT / "tests/node"
+    if not (node / "node_modules/kafkajs").exists():
+        r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=node,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    return node
 
 
 _handed_out = set()

@@ -169,12 +169,7 @@ def test_java_client_and_kafkajs_with_signed_tokens(oauth_broker, idp, pki, tmp_
     assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-4000:]}"
     assert out.stdout.count(" 300") == 5, out.stdout
 
-    require(shutil.which("node") is not None and shutil.which("npm") is not None, "node/npm")
-    node = conftest.ROOT / "tests/node"
-    if not (node / "node_modules/kafkajs").exists():
-        r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=node,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr
+    node = conftest.kafkajs_dir()
 
     def kafkajs(token):
         topic = f"js-{uuid.uuid4().hex[:8]}"

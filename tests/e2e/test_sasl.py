@@ -10,7 +10,6 @@ Each test starts its own Kelp (same storage as the pass)."""
 
 import functools
 import os
-import shutil
 import subprocess
 import time
 import uuid
@@ -21,7 +20,6 @@ from confluent_kafka.admin import AdminClient
 
 import conftest
 import kwire
-from conftest import require
 from test_listeners import ListenersBroker
 from test_tls import pki, round_trip  # noqa: F401 (pki is a fixture)
 
@@ -92,12 +90,7 @@ def test_java_client_over_sasl_ssl_with_scram(sasl_broker, pki, tmp_path):  # no
 def test_kafkajs_over_sasl_ssl(sasl_broker, pki):  # noqa: F811
     """kafkajs (tests/node) consumers in one group over SASL_SSL with SCRAM-SHA-512 and with
     PLAIN; a wrong password fails its connect with an authentication error."""
-    require(shutil.which("node") is not None and shutil.which("npm") is not None, "node/npm")
-    node = conftest.ROOT / "tests/node"
-    if not (node / "node_modules/kafkajs").exists():
-        r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=node,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr
+    node = conftest.kafkajs_dir()
     bs = f"127.0.0.1:{sasl_broker.ports['SASL_SSL']}"
 
     def run(sasl):

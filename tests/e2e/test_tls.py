@@ -177,12 +177,7 @@ def test_mutual_tls_requires_a_client_certificate_from_the_ca(pki, sw, tmp_path)
         assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-4000:]}"
         assert out.stdout.count(" 200") == 5, out.stdout
 
-        require(shutil.which("node") is not None and shutil.which("npm") is not None, "node/npm")
-        node = conftest.ROOT / "tests/node"
-        if not (node / "node_modules/kafkajs").exists():
-            r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=node,
-                               capture_output=True, text=True, timeout=300)
-            assert r.returncode == 0, r.stderr
+        node = conftest.kafkajs_dir()
         topic = f"mtls-js-{uuid.uuid4().hex[:8]}"
         env = dict(os.environ, KELP_SSL_CA=os.path.join(pki, "ca.pem"),
                    KELP_SSL_CERT=os.path.join(pki, "client.pem"),
