@@ -106,6 +106,10 @@ pub mod code {
     pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
     /// A newer producer with the same transactional id took over (KIP-588).
     pub const PRODUCER_FENCED: i16 = 90;
+    /// The coordinator of a transactional write could not be reached: the producer retries.
+    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+    /// A transactional write its transaction did not add (KIP-890): the producer aborts.
+    pub const TRANSACTION_ABORTABLE: i16 = 120;
     /// DescribeTransactions of an id the coordinator does not know.
     pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
     /// DeleteGroups on a group that still has members.
@@ -345,6 +349,10 @@ pub enum KelpError {
     /// An unknown transactional id.
     #[error("unknown transactional id")]
     TransactionalIdNotFound,
+    /// A transactional write to a partition (or an offset commit for a group) its
+    /// transaction did not add (KIP-890): the producer aborts the transaction.
+    #[error("the transaction did not add this partition or group")]
+    TransactionAbortable,
 }
 
 impl KelpError {
@@ -407,6 +415,7 @@ impl KelpError {
             ConcurrentTransactions => code::CONCURRENT_TRANSACTIONS,
             ProducerFenced => code::PRODUCER_FENCED,
             UnstableOffsetCommit => code::UNSTABLE_OFFSET_COMMIT,
+            TransactionAbortable => code::TRANSACTION_ABORTABLE,
             TransactionalIdNotFound => code::TRANSACTIONAL_ID_NOT_FOUND,
         }
     }

@@ -9,6 +9,7 @@ use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 use crate::shard::txn::TxnRequest;
+use crate::txn::AddMode;
 
 /// Handles an AddOffsetsToTxn request.
 pub async fn handle(
@@ -30,6 +31,7 @@ pub async fn handle(
                 epoch: req.producer_epoch,
                 partitions: Vec::new(),
                 groups: vec![group],
+                mode: AddMode::Client,
             })
             .await
             .map(|_| ()),

@@ -1,6 +1,13 @@
-//! ApiVersions (key 18): the supported-version table, and KIP-511's answer to unknown versions.
+//! ApiVersions (key 18): the supported-version table, the features (KIP-584: the
+//! `transaction.version` level, which tells clients to run transactions v2), and KIP-511's
+//! answer to unknown versions.
 
-use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, ApiVersionsResponse, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::ApiVersionsRequest;
 
 use super::{encoded, RequestContext};
@@ -20,6 +27,46 @@ fn response(error_code: i16) -> ApiVersionsResponse {
                 .with_max_version(a.max)
         })
         .collect();
+    r
+}
+
+/// The feature naming the transaction protocol level (KIP-890).
+const TRANSACTION_VERSION: &str = "transaction.version";
+
+/// The epoch of the finalized features: clients keep the features of the highest epoch they
+/// saw, so it grows with every start (a changed `--transaction-version` reaches clients that
+/// reconnect), as Kafka's metadata offset grows.
+fn features_epoch() -> i64 {
+    static EPOCH: OnceLock<i64> = OnceLock::new();
+    *EPOCH.get_or_init(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    })
+}
+
+/// Adds the features to a successful answer: the levels this broker supports (to v4+
+/// requests: Kafka leaves out features whose minimum is 0 before, KAFKA-17492) and the
+/// finalized `transaction.version`, when the storage engine keeps transactions.
+fn with_features(mut r: ApiVersionsResponse, ctx: &RequestContext) -> ApiVersionsResponse {
+    // Features are tagged fields, which v3 brought.
+    if ctx.header.api_version < 3 || !ctx.shard.engine.supports_transactions() {
+        return r;
+    }
+    if ctx.header.api_version >= 4 {
+        r.supported_features = vec![SupportedFeatureKey::default()
+            .with_name(TRANSACTION_VERSION.into())
+            .with_min_version(0)
+            .with_max_version(2)];
+    }
+    let level = ctx.shard.config.transaction_version;
+    r.finalized_features_epoch = features_epoch();
+    if level > 0 {
+        r.finalized_features = vec![FinalizedFeatureKey::default()
+            .with_name(TRANSACTION_VERSION.into())
+            .with_min_version_level(level)
+            .with_max_version_level(level)];
+    }
     r
 }
 
@@ -53,7 +100,10 @@ pub fn handle(ctx: &RequestContext, req: ApiVersionsRequest) -> Result<Response,
         r.error_code = code::INVALID_REQUEST;
         return encoded(Response::encode(&ctx.header, &r));
     }
-    encoded(Response::encode(&ctx.header, &response(code::NONE)))
+    encoded(Response::encode(
+        &ctx.header,
+        &with_features(response(code::NONE), ctx),
+    ))
 }
 
 /// Answers an ApiVersions request of a version Kelp does not know: a v0 response carrying

@@ -1,6 +1,8 @@
-//! Produce (key 0, v3-v11): validate batches where the request arrived, append them on the
+//! Produce (key 0, v3-v12): validate batches where the request arrived, append them on the
 //! owning shards, answer by acks. Once the appends are queued the connection may go on to
-//! its next request, so pipelined produces share one fdatasync (group commit).
+//! its next request, so pipelined produces share one fdatasync (group commit). Transactional
+//! batches are admitted by their transaction's coordinator first (KIP-890: v12 adds the
+//! partition, older versions must have added it).
 
 use kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
@@ -83,6 +85,9 @@ pub async fn handle(
         }
         names.push(topic.name);
     }
+    if let Some(id) = txn_id.as_deref() {
+        admit_transactional(ctx, id, &mut slots, &mut items).await;
+    }
 
     // The connection may start its next request once the appends are queued, when the
     // storage engine keeps their order from there on.
@@ -120,7 +125,7 @@ pub async fn handle(
                 pr.log_start_offset = log_start;
             }
             Err(e) => {
-                pr.error_code = e.code();
+                pr.error_code = super::txn::produce_code(&e, ctx.header.api_version);
                 pr.base_offset = -1;
                 pr.log_start_offset = -1;
                 pr.error_message = Some(super::sb(e.to_string()));
@@ -130,4 +135,99 @@ pub async fn handle(
     }
     let resp = ProduceResponse::default().with_responses(topics);
     encoded(Response::encode(&ctx.header, &resp)).map(Some)
+}
+
+/// The producer id and epoch of an item's transactional batches; Err when its batches do not
+/// all belong to one producer's transaction.
+fn transactional_producer(item: &ProduceItem) -> Option<Result<(i64, i16), ()>> {
+    let mut headers = item.batches.headers();
+    let first = headers.next()?;
+    let producer = (first.producer_id, first.producer_epoch);
+    let same = |h: &crate::record::batch::BatchHeader| {
+        h.is_transactional() == first.is_transactional()
+            && (h.producer_id, h.producer_epoch) == producer
+    };
+    if !headers.all(same) {
+        return Some(Err(()));
+    }
+    first.is_transactional().then_some(Ok(producer))
+}
+
+/// Asks the coordinator of `id` to admit the request's transactional writes; those it
+/// refuses leave `items` and answer their error in `slots`.
+async fn admit_transactional(
+    ctx: &RequestContext,
+    id: &str,
+    slots: &mut [(usize, i32, Result<usize, KelpError>)],
+    items: &mut Vec<ProduceItem>,
+) {
+    let producers: Vec<Option<Result<(i64, i16), ()>>> =
+        items.iter().map(transactional_producer).collect();
+    let Some(producer) = producers.iter().flatten().find_map(|p| p.ok()) else {
+        if producers.iter().all(Option::is_none) {
+            return;
+        }
+        let verdicts = producers
+            .iter()
+            .map(|p| p.map(|_| KelpError::InvalidRecord("mixed producers in one partition")))
+            .collect();
+        return drop_refused(slots, items, verdicts);
+    };
+    let wanted: Vec<(String, i32)> = items
+        .iter()
+        .zip(&producers)
+        .filter(|(_, p)| **p == Some(Ok(producer)))
+        .map(|(it, _)| (it.topic.clone(), it.partition))
+        .collect();
+    let implicit = ctx.header.api_version >= 12;
+    let verdict = super::txn::admit(ctx, id, producer, wanted, Vec::new(), implicit).await;
+    if let Err(e) = &verdict {
+        tracing::debug!(transactional_id = %id, error = %e, "transactional produce refused");
+    }
+    let verdicts = (0..items.len())
+        .map(|i| match producers[i] {
+            None => None,
+            Some(Ok(p)) if p != producer => Some(KelpError::InvalidProducerIdMapping),
+            Some(Err(())) => Some(KelpError::InvalidRecord("mixed producers in one partition")),
+            Some(Ok(_)) => match &verdict {
+                Err(e) => Some(e.clone()),
+                Ok((missing, _))
+                    if missing
+                        .iter()
+                        .any(|(t, p)| *t == items[i].topic && *p == items[i].partition) =>
+                {
+                    Some(KelpError::TransactionAbortable)
+                }
+                Ok(_) => None,
+            },
+        })
+        .collect();
+    drop_refused(slots, items, verdicts);
+}
+
+/// Takes out of `items` those whose verdict is an error, and sets it on their slots.
+fn drop_refused(
+    slots: &mut [(usize, i32, Result<usize, KelpError>)],
+    items: &mut Vec<ProduceItem>,
+    verdicts: Vec<Option<KelpError>>,
+) {
+    if verdicts.iter().all(Option::is_none) {
+        return;
+    }
+    let mut verdicts = verdicts.into_iter();
+    let mut kept = Vec::with_capacity(items.len());
+    let mut taken = std::mem::take(items).into_iter();
+    for slot in slots.iter_mut().filter(|s| s.2.is_ok()) {
+        let (Some(verdict), Some(item)) = (verdicts.next(), taken.next()) else {
+            break;
+        };
+        match verdict {
+            Some(e) => slot.2 = Err(e),
+            None => {
+                slot.2 = Ok(kept.len());
+                kept.push(item);
+            }
+        }
+    }
+    *items = kept;
 }

@@ -1,6 +1,7 @@
-//! TxnOffsetCommit (key 28, v0-v4): a transactional producer commits a group's offsets in
+//! TxnOffsetCommit (key 28, v0-v5): a transactional producer commits a group's offsets in
 //! its transaction. The group's coordinator holds them (stored, so a restart keeps them) until
-//! the transaction ends; only a commit makes them the group's.
+//! the transaction ends; only a commit makes them the group's. v5 (transactions v2) adds the
+//! group to the transaction itself; older versions must have sent AddOffsetsToTxn (KIP-890).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -61,29 +62,44 @@ pub async fn handle(
                 Err(KelpError::GroupAuthorizationFailed)
             }
             Ok(()) if offsets.is_empty() => Ok(Vec::new()),
-            Ok(()) => {
-                let r = TxnCommitRequest {
-                    producer_id: req.producer_id.0,
-                    epoch: req.producer_epoch,
-                    member_id: req.member_id.to_string(),
-                    instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
-                    generation_id: if v >= 3 { req.generation_id } else { -1 },
-                    offsets,
-                };
-                match ctx
-                    .shard
-                    .group_call(GroupRequest::TxnCommit(group, r))
-                    .await
-                {
-                    GroupReply::Commit(r) => r,
-                    _ => Err(KelpError::CoordinatorNotAvailable),
+            Ok(()) => match super::txn::admit(
+                ctx,
+                &id,
+                (req.producer_id.0, req.producer_epoch),
+                Vec::new(),
+                vec![group.clone()],
+                v >= 5,
+            )
+            .await
+            {
+                Err(e) => Err(e),
+                Ok((_, missing)) if !missing.is_empty() => Err(KelpError::TransactionAbortable),
+                Ok(_) => {
+                    let r = TxnCommitRequest {
+                        producer_id: req.producer_id.0,
+                        epoch: req.producer_epoch,
+                        member_id: req.member_id.to_string(),
+                        instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
+                        generation_id: if v >= 3 { req.generation_id } else { -1 },
+                        offsets,
+                    };
+                    match ctx
+                        .shard
+                        .group_call(GroupRequest::TxnCommit(group, r))
+                        .await
+                    {
+                        GroupReply::Commit(r) => r,
+                        _ => Err(KelpError::CoordinatorNotAvailable),
+                    }
                 }
-            }
+            },
         };
     let mut topics: Vec<TxnOffsetCommitResponseTopic> = Vec::new();
     for (topic, p, own) in rows {
         let error_code = match (&outcome, own) {
             (_, Some(e)) => e.code(),
+            // Versions before 4 know no TRANSACTION_ABORTABLE.
+            (Err(KelpError::TransactionAbortable), None) if v < 4 => code::INVALID_TXN_STATE,
             (Err(e), None) => super::txn::code_for(e, v, 3),
             (Ok(results), None) => results
                 .iter()

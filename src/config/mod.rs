@@ -155,6 +155,13 @@ pub struct Config {
     #[arg(long, default_value_t = 0)]
     pub connections_max_reauth_ms: u64,
 
+    /// The `transaction.version` feature level ApiVersions finalizes, as Kafka's
+    /// `kafka-features --feature transaction.version=N`: 2 (Kafka 4's default) lets clients
+    /// run transactions v2 (KIP-890: a new epoch for every transaction, partitions added by
+    /// Produce); 0 or 1 keeps them on v1. Requests of either kind are served whatever it is.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(i16).range(0..=2))]
+    pub transaction_version: i16,
+
     /// Longest transaction.timeout.ms a transactional producer may ask for, as Kafka's
     /// `transaction.max.timeout.ms`; a transaction open longer than its timeout is aborted.
     #[arg(long, default_value_t = 900_000)]

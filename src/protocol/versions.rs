@@ -105,7 +105,7 @@ pub const SUPPORTED: &[ApiSupport] = &[
         key: key::PRODUCE,
         name: "Produce",
         min: 3,
-        max: 11,
+        max: 12,
         first_flexible: 9,
     },
     ApiSupport {
@@ -227,7 +227,7 @@ pub const SUPPORTED: &[ApiSupport] = &[
         key: key::ADD_PARTITIONS_TO_TXN,
         name: "AddPartitionsToTxn",
         min: 0,
-        max: 3,
+        max: 5,
         first_flexible: 3,
     },
     ApiSupport {
@@ -241,14 +241,14 @@ pub const SUPPORTED: &[ApiSupport] = &[
         key: key::END_TXN,
         name: "EndTxn",
         min: 0,
-        max: 4,
+        max: 5,
         first_flexible: 3,
     },
     ApiSupport {
         key: key::TXN_OFFSET_COMMIT,
         name: "TxnOffsetCommit",
         min: 0,
-        max: 4,
+        max: 5,
         first_flexible: 3,
     },
     ApiSupport {

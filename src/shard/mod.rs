@@ -68,6 +68,8 @@ pub struct Shard {
     txns: RefCell<HashMap<String, crate::txn::TxnMeta>>,
     /// Transactional ids with an operation under way.
     txn_busy: RefCell<std::collections::HashSet<String>>,
+    /// Operations waiting for a busy transactional id.
+    txn_waiters: RefCell<HashMap<String, Vec<futures::channel::oneshot::Sender<()>>>>,
 }
 
 /// How often group timers (sessions, rebalance delays and timeouts) are checked.
@@ -98,6 +100,7 @@ impl Shard {
             engine,
             txns: RefCell::new(HashMap::new()),
             txn_busy: RefCell::new(std::collections::HashSet::new()),
+            txn_waiters: RefCell::new(HashMap::new()),
             fresh_groups: RefCell::new(std::collections::HashSet::new()),
             groups: Coordinator::new(
                 GroupConfig {

@@ -20,7 +20,7 @@ use crate::group::coordinator::PendingOffset;
 use crate::group::{GroupReply, GroupRequest};
 use crate::record::control::{marker_batch, ControlType};
 use crate::record::ValidatedBatches;
-use crate::txn::{InitPlan, TxnMeta, TxnState, OFFSETS_SPACE, SPACE};
+use crate::txn::{AddMode, EndPlan, InitPlan, TxnMeta, TxnState, OFFSETS_SPACE, SPACE};
 
 /// The record key of the offsets producer `producer_id`'s transaction holds for `group`.
 fn pending_key(group: &str, producer_id: i64) -> String {
@@ -53,6 +53,8 @@ pub enum TxnRequest {
         partitions: Vec<(String, i32)>,
         /// Groups whose offsets the transaction commits.
         groups: Vec<String>,
+        /// Who adds, and whether only to check.
+        mode: AddMode,
     },
     /// EndTxn.
     End {
@@ -64,6 +66,8 @@ pub enum TxnRequest {
         epoch: i16,
         /// Commit (true) or abort.
         commit: bool,
+        /// EndTxn v5+ (transactions v2): the epoch moves on with the transaction's end.
+        v2: bool,
     },
     /// The coordinator's own: abort an expired transaction, or finish a decided one.
     Expire {
@@ -96,10 +100,12 @@ impl TxnRequest {
 /// What a coordinator answers.
 #[derive(Debug, Clone)]
 pub enum TxnAnswer {
-    /// Init: (producer id, epoch).
+    /// Init and End v5+: (producer id, epoch).
     Producer(i64, i16),
-    /// Add, End, Expire: done.
+    /// Add, End (v0-4), Expire: done.
     Done,
+    /// Add in [`AddMode::Verify`]: the partitions and groups the transaction has not added.
+    Missing(Vec<(String, i32)>, Vec<String>),
     /// Describe: the id's state, if known.
     Meta(Option<TxnMeta>),
     /// List: every id of the shard with its state.
@@ -133,6 +139,12 @@ struct Busy<'a> {
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
         self.shard.txn_busy.borrow_mut().remove(&self.id);
+        // Those waiting for the id race for it again; one wins, the rest wait anew.
+        if let Some(waiting) = self.shard.txn_waiters.borrow_mut().remove(&self.id) {
+            for w in waiting {
+                let _ = w.send(());
+            }
+        }
     }
 }
 
@@ -180,10 +192,16 @@ impl Shard {
             _ => {}
         }
         let id = req.id().to_string();
-        if !self.txn_busy.borrow_mut().insert(id.clone()) {
-            return Err(KelpError::ConcurrentTransactions);
-        }
-        let _busy = Busy { shard: self, id };
+        // What the broker adds or checks as a transaction writes waits for the operation
+        // under way; clients are told to retry, as Kafka tells them.
+        let wait = matches!(
+            req,
+            TxnRequest::Add {
+                mode: AddMode::Implicit | AddMode::Verify,
+                ..
+            }
+        );
+        let _busy = self.claim_txn(id, wait).await?;
         match req {
             TxnRequest::Init {
                 id,
@@ -199,9 +217,14 @@ impl Shard {
                 epoch,
                 partitions,
                 groups,
+                mode,
             } => {
                 let mut meta = self.txn_meta(&id)?;
                 meta.check_producer(producer_id, epoch)?;
+                if mode == AddMode::Verify {
+                    let (p, g) = meta.missing(&partitions, &groups);
+                    return Ok(TxnAnswer::Missing(p, g));
+                }
                 if meta.add(partitions, groups, now_ms()) {
                     self.store_txn(&id, &meta).await?;
                 }
@@ -212,6 +235,14 @@ impl Shard {
                 producer_id,
                 epoch,
                 commit,
+                v2: true,
+            } => self.end_txn_v2(&id, producer_id, epoch, commit).await,
+            TxnRequest::End {
+                id,
+                producer_id,
+                epoch,
+                commit,
+                v2: false,
             } => {
                 let mut meta = self.txn_meta(&id)?;
                 meta.check_producer(producer_id, epoch)?;
@@ -241,6 +272,69 @@ impl Shard {
             }
             TxnRequest::Describe { .. } | TxnRequest::List => Ok(TxnAnswer::Done),
         }
+    }
+
+    /// Takes the id for one operation; `wait`: until the one under way ends, else
+    /// CONCURRENT_TRANSACTIONS.
+    async fn claim_txn(&self, id: String, wait: bool) -> Result<Busy<'_>, KelpError> {
+        loop {
+            if self.txn_busy.borrow_mut().insert(id.clone()) {
+                return Ok(Busy { shard: self, id });
+            }
+            if !wait {
+                return Err(KelpError::ConcurrentTransactions);
+            }
+            let (tx, rx) = oneshot::channel();
+            self.txn_waiters
+                .borrow_mut()
+                .entry(id.clone())
+                .or_default()
+                .push(tx);
+            let _ = rx.await;
+        }
+    }
+
+    /// EndTxn v5+ (transactions v2, KIP-890): the epoch moves on with every end, before the
+    /// markers, so the markers fence the producer's late writes of this transaction and the
+    /// next transaction starts at the new epoch, which the answer carries.
+    async fn end_txn_v2(&self, id: &str, producer_id: i64, epoch: i16, commit: bool) -> TxnReply {
+        let mut meta = self.txn_meta(id)?;
+        let plan = meta.plan_end_v2(producer_id, epoch, commit)?;
+        if plan == EndPlan::Retry {
+            return Ok(TxnAnswer::Producer(meta.producer_id, meta.epoch));
+        }
+        let fresh = if meta.end_needs_new_id() {
+            self.allocate_producer_id().await?
+        } else {
+            -1
+        };
+        meta.bump_for_end(fresh);
+        meta.updated_ms = now_ms();
+        match plan {
+            EndPlan::Prepare(state) => {
+                meta.state = state;
+                self.store_txn(id, &meta).await?;
+                // Decided: the answer stands even if some markers wait for the timer.
+                if let Err(e) = self.finish_txn(id, &mut meta).await {
+                    tracing::warn!(transactional_id = %id, error = %e, "transaction markers not all written; retrying");
+                    // The producer moves to where completion will take it.
+                    return Ok(TxnAnswer::Producer(
+                        meta.next_producer_id.unwrap_or(meta.producer_id),
+                        if meta.next_producer_id.is_some() {
+                            0
+                        } else {
+                            meta.epoch
+                        },
+                    ));
+                }
+            }
+            EndPlan::EmptyAbort | EndPlan::Retry => {
+                meta.state = TxnState::PrepareAbort;
+                meta.complete(now_ms());
+                self.store_txn(id, &meta).await?;
+            }
+        }
+        Ok(TxnAnswer::Producer(meta.producer_id, meta.epoch))
     }
 
     fn txn_meta(&self, id: &str) -> Result<TxnMeta, KelpError> {
@@ -428,12 +522,8 @@ impl Shard {
             .map(|(id, _)| id.clone())
             .collect();
         for id in idle {
-            if !self.txn_busy.borrow_mut().insert(id.clone()) {
+            let Ok(_busy) = self.claim_txn(id.clone(), false).await else {
                 continue;
-            }
-            let _busy = Busy {
-                shard: self,
-                id: id.clone(),
             };
             match self.engine.put_record(SPACE, &id, None).await {
                 Ok(()) => {

@@ -72,6 +72,13 @@ pub struct TxnMeta {
     pub started_ms: i64,
     /// When the state last changed (ms since the epoch).
     pub updated_ms: i64,
+    /// The producer id before an EndTxn (transactions v2) used up the epochs and moved to a
+    /// new one: a retry of that EndTxn still carries it.
+    #[serde(default)]
+    pub prev_producer_id: Option<i64>,
+    /// The producer id the transaction being completed moves to (its epochs are used up).
+    #[serde(default)]
+    pub next_producer_id: Option<i64>,
 }
 
 /// What InitProducerId does with an existing id.
@@ -84,6 +91,32 @@ pub enum InitPlan {
     AbortThenBump,
     /// Finish writing the markers of a decided transaction first.
     FinishThenBump,
+}
+
+/// What EndTxn v5+ (transactions v2, KIP-890) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndPlan {
+    /// Prepare this outcome at the next epoch (markers follow).
+    Prepare(TxnState),
+    /// A retry of the EndTxn that completed the last transaction the same way: success,
+    /// with the producer id and epoch it moved to.
+    Retry,
+    /// An abort with nothing open: only the epoch moves on.
+    EmptyAbort,
+}
+
+/// How an add request treats the transaction (KIP-890).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddMode {
+    /// A client's AddPartitionsToTxn (v0-3) or AddOffsetsToTxn: CONCURRENT_TRANSACTIONS
+    /// while another operation on the id is under way (the client retries).
+    Client,
+    /// Added by the broker as the transaction writes (Produce v12+, TxnOffsetCommit v5+,
+    /// AddPartitionsToTxn v4+): waits for the operation under way.
+    Implicit,
+    /// Only checks that they were added (older Produce and TxnOffsetCommit, KIP-890 part
+    /// 1): waits likewise, changes nothing.
+    Verify,
 }
 
 /// Epochs stop short of the maximum: Kafka bumps to a new producer id there.
@@ -101,6 +134,8 @@ impl TxnMeta {
             groups: BTreeSet::new(),
             started_ms: -1,
             updated_ms: now_ms,
+            prev_producer_id: None,
+            next_producer_id: None,
         }
     }
 
@@ -174,13 +209,110 @@ impl TxnMeta {
         }
     }
 
+    /// EndTxn v5+ (transactions v2): the epoch moves on with every transaction's end, so a
+    /// retry carries the epoch before (or, when the epochs ran out, the producer id before
+    /// at the last epoch), and an abort with nothing open is allowed.
+    pub fn plan_end_v2(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<EndPlan, KelpError> {
+        let overflow_retry =
+            self.prev_producer_id == Some(producer_id) && epoch == LAST_EPOCH && self.epoch == 0;
+        if producer_id != self.producer_id && !overflow_retry {
+            return Err(KelpError::InvalidProducerIdMapping);
+        }
+        let retry = overflow_retry || i32::from(self.epoch) == i32::from(epoch) + 1;
+        let completed = match self.state {
+            TxnState::CompleteCommit => Some(true),
+            TxnState::CompleteAbort => Some(false),
+            _ => None,
+        };
+        match self.state {
+            s if s.preparing() && retry => Err(KelpError::ConcurrentTransactions),
+            TxnState::Ongoing if epoch == self.epoch && !overflow_retry => {
+                Ok(EndPlan::Prepare(if commit {
+                    TxnState::PrepareCommit
+                } else {
+                    TxnState::PrepareAbort
+                }))
+            }
+            _ if retry && completed == Some(commit) => Ok(EndPlan::Retry),
+            _ if retry && completed.is_some() => Err(KelpError::InvalidTxnState(format!(
+                "EndTxn({}) retried after the transaction {}",
+                if commit { "commit" } else { "abort" },
+                if commit { "aborted" } else { "committed" }
+            ))),
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                if epoch == self.epoch && !overflow_retry =>
+            {
+                if commit {
+                    Err(KelpError::InvalidTxnState(format!(
+                        "EndTxn(commit) in state {}",
+                        self.state.name()
+                    )))
+                } else {
+                    Ok(EndPlan::EmptyAbort)
+                }
+            }
+            _ => Err(KelpError::ProducerFenced),
+        }
+    }
+
+    /// Moves to the next epoch as a transactions v2 EndTxn does; when the epochs are used
+    /// up, the markers take the last one and the transaction moves to `fresh_id()` on
+    /// completion.
+    pub fn bump_for_end(&mut self, fresh_id: i64) {
+        match self.next_epoch() {
+            Some(e) => self.epoch = e,
+            None => {
+                self.epoch = i16::MAX;
+                self.next_producer_id = Some(fresh_id);
+            }
+        }
+    }
+
+    /// Whether an epoch bump at the end of this transaction needs a new producer id.
+    pub fn end_needs_new_id(&self) -> bool {
+        self.next_epoch().is_none()
+    }
+
+    /// Those of `partitions` and `groups` the open transaction has not added (all of them
+    /// when none is open), for a verification.
+    pub fn missing(
+        &self,
+        partitions: &[(String, i32)],
+        groups: &[String],
+    ) -> (Vec<(String, i32)>, Vec<String>) {
+        let open = self.state == TxnState::Ongoing;
+        (
+            partitions
+                .iter()
+                .filter(|p| !open || !self.partitions.contains(*p))
+                .cloned()
+                .collect(),
+            groups
+                .iter()
+                .filter(|g| !open || !self.groups.contains(*g))
+                .cloned()
+                .collect(),
+        )
+    }
+
     /// The state once the markers of a prepared transaction are written: partitions and
-    /// groups are forgotten.
+    /// groups are forgotten; a transaction that used up the epochs moves to its next
+    /// producer id.
     pub fn complete(&mut self, now_ms: i64) {
         self.state = match self.state {
             TxnState::PrepareCommit => TxnState::CompleteCommit,
             _ => TxnState::CompleteAbort,
         };
+        if let Some(next) = self.next_producer_id.take() {
+            self.prev_producer_id = Some(self.producer_id);
+            self.producer_id = next;
+            self.epoch = 0;
+        }
         self.partitions.clear();
         self.groups.clear();
         self.started_ms = -1;
@@ -254,5 +386,51 @@ mod tests {
         assert_eq!(m.next_epoch(), None);
         let json = serde_json::to_vec(&m).unwrap();
         assert_eq!(serde_json::from_slice::<TxnMeta>(&json).unwrap(), m);
+    }
+
+    #[test]
+    fn transactions_v2_ends_and_epoch_overflow() {
+        let mut m = TxnMeta::new(7, 60_000, 0);
+        m.epoch = 3;
+        assert_eq!(m.plan_end_v2(7, 3, false), Ok(EndPlan::EmptyAbort));
+        assert!(m.plan_end_v2(7, 3, true).is_err());
+        assert_eq!(m.plan_end_v2(7, 2, true), Err(KelpError::ProducerFenced));
+        assert_eq!(
+            m.plan_end_v2(8, 3, true),
+            Err(KelpError::InvalidProducerIdMapping)
+        );
+        // The last epoch: the markers take i16::MAX, then a new producer id at epoch 0.
+        m.epoch = LAST_EPOCH;
+        m.add([("t".to_string(), 0)], [], 1);
+        assert_eq!(
+            m.plan_end_v2(7, LAST_EPOCH, true),
+            Ok(EndPlan::Prepare(TxnState::PrepareCommit))
+        );
+        assert!(m.end_needs_new_id());
+        m.bump_for_end(99);
+        m.state = TxnState::PrepareCommit;
+        assert_eq!(m.epoch, i16::MAX);
+        assert_eq!(
+            m.plan_end_v2(7, LAST_EPOCH, true),
+            Err(KelpError::ConcurrentTransactions)
+        );
+        m.complete(2);
+        assert_eq!(
+            (m.producer_id, m.epoch, m.prev_producer_id),
+            (99, 0, Some(7))
+        );
+        // A retry from the old producer id is recognised; the other outcome is not.
+        assert_eq!(m.plan_end_v2(7, LAST_EPOCH, true), Ok(EndPlan::Retry));
+        assert!(matches!(
+            m.plan_end_v2(7, LAST_EPOCH, false),
+            Err(KelpError::InvalidTxnState(_))
+        ));
+        assert_eq!(m.plan_end_v2(99, 0, false), Ok(EndPlan::EmptyAbort));
+        let (p, g) = m.missing(&[("t".to_string(), 0)], &["g".to_string()]);
+        assert_eq!((p.len(), g.len()), (1, 1), "nothing open: all missing");
+        // Records from before these fields still read.
+        let old = r#"{"producer_id":1,"epoch":0,"timeout_ms":1,"state":"Empty","partitions":[],"groups":[],"started_ms":-1,"updated_ms":0}"#;
+        let m: TxnMeta = serde_json::from_str(old).unwrap();
+        assert_eq!((m.prev_producer_id, m.next_producer_id), (None, None));
     }
 }

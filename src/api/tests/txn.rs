@@ -51,9 +51,20 @@ fn txn_batch(n: i32, pid: i64, epoch: i16, seq: i32) -> Bytes {
 }
 
 async fn txn_produce(c: &Client, id: &str, topic: &str, p: i32, records: Bytes) -> (i16, i64) {
+    txn_produce_at(c, 9, id, topic, p, records).await
+}
+
+async fn txn_produce_at(
+    c: &Client,
+    version: i16,
+    id: &str,
+    topic: &str,
+    p: i32,
+    records: Bytes,
+) -> (i16, i64) {
     let req = produce_request(-1, &[(topic, p, Some(records))])
         .with_transactional_id(Some(TransactionalId(sb(id))));
-    let resp = c.send(9, req).await;
+    let resp = c.send(version, req).await;
     let r = &resp.responses[0].partition_responses[0];
     (r.error_code, r.base_offset)
 }
@@ -383,4 +394,130 @@ fn idle_transactional_ids_expire() {
             assert_ne!(again.producer_id, idle.producer_id);
         },
     );
+}
+
+#[test]
+fn transactions_v2_add_by_produce_and_bump_epochs() {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTransaction;
+    use kafka_protocol::messages::ApiVersionsRequest;
+    run(2, &[], |b| async move {
+        let c = &b.client;
+        create_topic(c, "v2", 2).await;
+        // ApiVersions finalizes transaction.version 2, which tells clients to use v2.
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(sb("test"))
+            .with_client_software_version(sb("1"));
+        let r = c.send(4, req).await;
+        let f = &r.finalized_features[0];
+        assert_eq!(
+            (f.name.as_str(), f.min_version_level, f.max_version_level),
+            ("transaction.version", 2, 2)
+        );
+        assert!(r.finalized_features_epoch > 0);
+        assert_eq!(r.supported_features[0].max_version, 2);
+
+        let r = c.send(4, init("v2", 60_000)).await;
+        let (pid, e0) = (r.producer_id.0, r.producer_epoch);
+        // Before v12 a write must have been added (KIP-890 part 1).
+        let stray = txn_produce_at(c, 11, "v2", "v2", 0, txn_batch(1, pid, e0, 0)).await;
+        assert_eq!(stray.0, code::TRANSACTION_ABORTABLE);
+        let stray = txn_produce_at(c, 9, "v2", "v2", 0, txn_batch(1, pid, e0, 0)).await;
+        assert_eq!(stray.0, code::INVALID_TXN_STATE);
+        assert_eq!(fetch(c, "v2", 0, false).await.0, 0, "nothing written");
+        // v12 adds the partition itself.
+        assert_eq!(
+            txn_produce_at(c, 12, "v2", "v2", 0, txn_batch(2, pid, e0, 0)).await,
+            (0, 0)
+        );
+        // Brokers' verify-only AddPartitionsToTxn (v4): partition 0 is in, 1 is not.
+        let verify = AddPartitionsToTxnRequest::default().with_transactions(vec![
+            AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(TransactionalId(sb("v2")))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(e0)
+                .with_verify_only(true)
+                .with_topics(vec![AddPartitionsToTxnTopic::default()
+                    .with_name(topic_name("v2"))
+                    .with_partitions(vec![0, 1])]),
+        ]);
+        let r = c.send(4, verify).await;
+        let codes: Vec<i16> = r.results_by_transaction[0].topic_results[0]
+            .results_by_partition
+            .iter()
+            .map(|p| p.partition_error_code)
+            .collect();
+        assert_eq!(codes, [0, code::TRANSACTION_ABORTABLE]);
+        // TxnOffsetCommit v5 adds its group; v4 must have sent AddOffsetsToTxn.
+        let commit = |group: &str| {
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(sb("v2")))
+                .with_group_id(GroupId(sb(group)))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(e0)
+                .with_generation_id(-1)
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(topic_name("v2"))
+                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(7)
+                        .with_committed_leader_epoch(-1)])])
+        };
+        let r = c.send(4, commit("g-old")).await;
+        assert_eq!(
+            r.topics[0].partitions[0].error_code,
+            code::TRANSACTION_ABORTABLE
+        );
+        let r = c.send(5, commit("g-new")).await;
+        assert_eq!(r.topics[0].partitions[0].error_code, 0);
+        assert_eq!(fetch(c, "v2", 0, true).await.1, 0, "open: the LSO holds");
+
+        // EndTxn v5 moves the epoch on and answers it; a retry answers the same.
+        let r = c.send(5, end("v2", pid, e0, true)).await;
+        assert_eq!(
+            (r.error_code, r.producer_id.0, r.producer_epoch),
+            (0, pid, e0 + 1)
+        );
+        let r = c.send(5, end("v2", pid, e0, true)).await;
+        assert_eq!(
+            (r.error_code, r.producer_id.0, r.producer_epoch),
+            (0, pid, e0 + 1)
+        );
+        let r = c.send(5, end("v2", pid, e0, false)).await;
+        assert_eq!(
+            r.error_code,
+            code::INVALID_TXN_STATE,
+            "retried the other way"
+        );
+        let (hw, lso, _, _) = fetch(c, "v2", 0, true).await;
+        assert_eq!((hw, lso), (3, 3));
+        let committed = OffsetFetchRequest::default()
+            .with_group_id(GroupId(sb("g-new")))
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(topic_name("v2"))
+                .with_partition_indexes(vec![0])]));
+        let r = c.send(7, committed).await;
+        assert_eq!(r.topics[0].partitions[0].committed_offset, 7);
+        // The marker carried the new epoch: a late write of the old transaction is fenced.
+        let late = txn_produce_at(c, 12, "v2", "v2", 0, txn_batch(1, pid, e0, 2)).await;
+        assert_eq!(late.0, code::INVALID_PRODUCER_EPOCH);
+
+        // The next transaction runs at the new epoch from sequence 0, and aborts.
+        let e1 = e0 + 1;
+        assert_eq!(
+            txn_produce_at(c, 12, "v2", "v2", 0, txn_batch(2, pid, e1, 0)).await,
+            (0, 3)
+        );
+        let r = c.send(5, end("v2", pid, e1, false)).await;
+        assert_eq!((r.error_code, r.producer_epoch), (0, e1 + 1));
+        let (_, lso, aborted, _) = fetch(c, "v2", 0, true).await;
+        assert_eq!((lso, aborted), (6, vec![(pid, 3)]));
+        // An abort with nothing open moves the epoch on too; a commit is refused.
+        let r = c.send(5, end("v2", pid, e1 + 1, false)).await;
+        assert_eq!((r.error_code, r.producer_epoch), (0, e1 + 2));
+        let r = c.send(5, end("v2", pid, e1 + 2, true)).await;
+        assert_eq!(r.error_code, code::INVALID_TXN_STATE);
+        let r = c.send(5, end("v2", pid, e0, true)).await;
+        assert_eq!(r.error_code, code::PRODUCER_FENCED);
+        assert_eq!((r.producer_id.0, r.producer_epoch), (-1, -1));
+    });
 }
