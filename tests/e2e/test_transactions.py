@@ -235,6 +235,11 @@ def test_java_transactional_producer_and_read_committed_consumer(broker):
     r = conftest.kafka_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server",
                             broker.bootstrap, "describe", "--transactional-id", f"{topic}-txn")
     assert r.returncode == 0 and "CompleteCommit" in r.stdout, r.stdout + r.stderr[-2000:]
+    # Transactions v2 (KIP-890): the client saw transaction.version 2 finalized, so every
+    # EndTxn moved the epoch on: three transactions (3), the zombie's abort when the second
+    # producer took over (4), its InitProducerId (5) and its transaction (6). v1 ends at 2.
+    row = dict(zip(r.stdout.splitlines()[0].split(), r.stdout.splitlines()[1].split()))
+    assert row["ProducerEpoch"] == "6", r.stdout
     r = conftest.kafka_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server",
                             broker.bootstrap, "describe-producers", "--topic", topic,
                             "--partition", "0")
