@@ -31,6 +31,9 @@
 #   PERF_THROUGHPUT=-1           producer offered load in records/s (-1: as fast as it goes); a
 #                                fixed load (e.g. half of Kafka's max) compares latency fairly,
 #                                as at full speed latency is mostly the producer's own queue
+#   PERF_TXN_MS=                 transactional produce: ProducerPerformance commits a transaction
+#                                every PERF_TXN_MS ms (--transaction-duration-ms, one transactional
+#                                id per run); needs acks=all; the acks column reads "all+txnNms"
 #   PERF_CONSUME=1  PERF_E2E=1   set to 0 to skip a phase
 #   PERF_OUT=perf/results        where runs.csv goes (it is replaced unless PERF_APPEND=1)
 #   KELP_BIN=target/release/kelp KELP_CORES=0-1
@@ -64,6 +67,7 @@ E2E_COUNT="${PERF_E2E_COUNT:-2000}"
 LINGER_MS="${PERF_LINGER_MS:-5}"
 BATCH_SIZE="${PERF_BATCH_SIZE:-131072}"
 THROUGHPUT="${PERF_THROUGHPUT:--1}"
+TXN_MS="${PERF_TXN_MS:-}"
 
 PORT_KELP_MEMORY=39100
 PORT_KELP_LOCAL=39200
@@ -286,7 +290,13 @@ tool() { java ${PERF_TOOL_HEAP:--Xmx1g} $TOOLS_LOG4J -cp "$JARS/*" "$@"; }
 run_one() {  # rep target acks size parts
   local rep=$1 target=$2 acks=$3 size=$4 parts=$5
   local records; records=$(records_for "$size" "$target")
-  local tag="r${rep}-${target}-acks${acks}-s${size}-p${parts}"
+  # Transactional runs are their own configuration in the report.
+  local acks_label="$acks" txncfg=()
+  if [[ -n "$TXN_MS" ]]; then
+    acks_label="${acks}+txn${TXN_MS}ms"
+    txncfg=(--transactional-id "perf-txn-r${rep}-${target}" --transaction-duration-ms "$TXN_MS")
+  fi
+  local tag="r${rep}-${target}-acks${acks_label}-s${size}-p${parts}"
   local topic="perf-p${parts}-s${size}" e2e_topic="perf-e2e"
   local status=ok err="" ts; ts=$(date -u +%FT%TZ)
   local lb; lb=$(load1)
@@ -315,7 +325,7 @@ run_one() {  # rep target acks size parts
     if [[ $status == ok ]]; then
       local c0 c1 c2; c0=$(broker_cpu)
       tool org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$records" \
-        --record-size "$size" --throughput "$THROUGHPUT" "${prodcfg[@]}" \
+        --record-size "$size" --throughput "$THROUGHPUT" "${prodcfg[@]}" "${txncfg[@]}" \
         --producer-props "bootstrap.servers=$bs" "acks=$acks" "linger.ms=$LINGER_MS" "batch.size=$BATCH_SIZE" \
         > "$LOGS/$tag-produce.log" 2>&1
       local prc=$?
@@ -379,7 +389,7 @@ run_one() {  # rep target acks size parts
     stop_target "$target"
   fi
   local la; la=$(load1)
-  echo "$ts,$rep,$target,$acks,$size,$parts,$records,$lb,$la,$P_RPS,$P_MBS,$L_AVG,$L_P50,$L_P95,$L_P99,$L_P999,$L_MAX,$CPU_P,$CPU_GB,$C_MBS,$C_RPS,$C_FMBS,$C_N,$CPU_C,$E2E_COUNT,$E_AVG,$E_P50,$E_P99,$E_P999,$RSS,\"$BROKER_FLAGS\",$status,\"$err\"" >> "$CSV"
+  echo "$ts,$rep,$target,$acks_label,$size,$parts,$records,$lb,$la,$P_RPS,$P_MBS,$L_AVG,$L_P50,$L_P95,$L_P99,$L_P999,$L_MAX,$CPU_P,$CPU_GB,$C_MBS,$C_RPS,$C_FMBS,$C_N,$CPU_C,$E2E_COUNT,$E_AVG,$E_P50,$E_P99,$E_P999,$RSS,\"$BROKER_FLAGS\",$status,\"$err\"" >> "$CSV"
   log "$tag: $status  ${P_MBS:-?} MB/s  p99 ${L_P99:-?} ms  cpu ${CPU_P:-?} s (${CPU_GB:-?} s/GB)  consume ${C_FMBS:-?} MB/s  e2e p99 ${E_P99:-?} ms  rss ${RSS:-?} MB"
 }
 

@@ -1,4 +1,4 @@
-//! Hand-written Produce request decoder (v3-v11).
+//! Hand-written Produce request decoder (v3-v12: v12 differs only in meaning, KIP-890).
 //!
 //! The generic codec would hand back immutable `Bytes`; Kelp needs each partition's records as
 //! an exclusively owned `BytesMut` slice of the frame so the owning shard can write base
