@@ -5,6 +5,8 @@ cache over its budget. Run through perf/soak.sh (which builds nothing: it uses K
 
 Load, all at once, for the whole run:
   - Java ProducerPerformance (Apache Kafka's own client), acks=all and acks=1, in a loop;
+    every other acks=all run is transactional (a commit every 200 ms: Kafka 4's client runs
+    transactions v2, Produce v12 and EndTxn v5);
   - confluent-kafka consumers in one group that join, consume a while, leave and come back;
   - a confluent-kafka transactional producer committing two rounds in three and aborting the
     third (a new transactional id every 20 rounds), and a read_committed consumer that must
@@ -27,6 +29,7 @@ import random
 import signal
 import socket
 import struct
+import itertools
 import subprocess
 import sys
 import tempfile
@@ -103,14 +106,18 @@ def loop(name, body, pause=0.0):
 
 def java_producer(bs, jars, topic, acks, rate, logs):
     seconds = 60
+    runs = itertools.count()
 
     def body():
         log = os.path.join(logs, f"producer-acks{acks}.log")
+        txn = acks == "all" and next(runs) % 2 == 1
+        extra = ["--transactional-id", f"soak-perf-{uuid.uuid4().hex[:6]}",
+                 "--transaction-duration-ms", "200"] if txn else []
         with open(log, "ab") as f:
             p = subprocess.Popen(
                 ["java", "-Xmx256m", "-cp", f"{jars}/*", "org.apache.kafka.tools.ProducerPerformance",
                  "--topic", topic, "--num-records", str(rate * seconds), "--record-size", "1000",
-                 "--throughput", str(rate), "--producer-props", f"bootstrap.servers={bs}",
+                 "--throughput", str(rate), *extra, "--producer-props", f"bootstrap.servers={bs}",
                  f"acks={acks}", "linger.ms=5", "batch.size=65536"],
                 stdout=f, stderr=subprocess.STDOUT)
             CHILDREN.append(p)
@@ -122,7 +129,7 @@ def java_producer(bs, jars, topic, acks, rate, logs):
         tail = open(log, "rb").read()[-2000:].decode(errors="replace")
         if p.returncode != 0 or "records sent" not in tail:
             raise RuntimeError(f"ProducerPerformance acks={acks} rc={p.returncode}")
-        count(f"produce_acks{acks}_runs")
+        count("produce_txn_runs" if txn else f"produce_acks{acks}_runs")
     return loop(f"producer_acks{acks}", body)
 
 
@@ -476,6 +483,10 @@ def run(a, proc, port, mport, out):
         if elapsed > 120 and counts.get(need, 0) == 0 and failure is None:
             failure = f"no {need} during the run"
             print(f"soak: FAIL: {failure}")
+    # The transactional ProducerPerformance run is the second acks=all one (~130 s in).
+    if elapsed > 200 and counts.get("produce_txn_runs", 0) == 0 and failure is None:
+        failure = "no produce_txn_runs during the run"
+        print(f"soak: FAIL: {failure}")
     if failure:
         print(f"soak: FAIL: {failure}")
         with open(os.path.join(out, "kelp.log"), "rb") as f:
