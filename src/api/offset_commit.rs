@@ -12,8 +12,31 @@ use super::{encoded, topic_name, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::group::messages::CommitRequest;
+use crate::group::offsets::TopicPartition;
 use crate::group::{CommittedOffset, GroupReply, GroupRequest};
 use crate::protocol::Response;
+
+/// Queues the offset to commit for `partition` of `topic` (which `meta` describes) in
+/// `offsets`, or answers why not: `refused` (an authorization failure found before), or an
+/// unknown topic or partition. OffsetCommit and TxnOffsetCommit check alike.
+pub(super) fn queue_offset(
+    offsets: &mut Vec<(TopicPartition, CommittedOffset)>,
+    meta: Option<&crate::cluster::TopicMeta>,
+    (topic, partition): (&str, i32),
+    refused: Option<KelpError>,
+    offset: impl FnOnce() -> CommittedOffset,
+) -> Option<KelpError> {
+    if refused.is_some() {
+        return refused;
+    }
+    match meta {
+        Some(m) if (0..m.partitions).contains(&partition) => {
+            offsets.push(((topic.to_string(), partition), offset()));
+            None
+        }
+        _ => Some(KelpError::UnknownTopicOrPartition),
+    }
+}
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -40,24 +63,26 @@ pub async fn handle(
         let name = t.name.0.to_string();
         let meta = ctx.shard.cluster.topic(&name);
         let topic_ok = ctx.allowed(Operation::Read, ResourceType::Topic, &name);
+        let refused = match () {
+            _ if !group_ok => Some(KelpError::GroupAuthorizationFailed),
+            _ if !topic_ok => Some(KelpError::TopicAuthorizationFailed),
+            _ => None,
+        };
         for p in &t.partitions {
-            let err = match &meta {
-                _ if !group_ok => Some(KelpError::GroupAuthorizationFailed),
-                _ if !topic_ok => Some(KelpError::TopicAuthorizationFailed),
-                Some(m) if p.partition_index >= 0 && p.partition_index < m.partitions => None,
-                _ => Some(KelpError::UnknownTopicOrPartition),
-            };
-            if err.is_none() {
-                offsets.push((
-                    (name.clone(), p.partition_index),
+            let err = queue_offset(
+                &mut offsets,
+                meta.as_deref(),
+                (&name, p.partition_index),
+                refused.clone(),
+                || {
                     CommittedOffset::committed(
                         p.committed_offset,
                         p.committed_leader_epoch,
                         p.committed_metadata.as_deref(),
                         ts,
-                    ),
-                ));
-            }
+                    )
+                },
+            );
             slots.push((ti, p.partition_index, err));
         }
         names.push(name);

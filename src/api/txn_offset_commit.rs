@@ -33,25 +33,24 @@ pub async fn handle(
     let mut offsets = Vec::new();
     for t in &req.topics {
         let name = t.name.0.to_string();
-        let denied = !ctx.allowed(Operation::Read, ResourceType::Topic, &name);
+        let refused = (!ctx.allowed(Operation::Read, ResourceType::Topic, &name))
+            .then_some(KelpError::TopicAuthorizationFailed);
         let meta = ctx.shard.cluster.topic(&name);
         for p in &t.partitions {
-            let err = match &meta {
-                _ if denied => Some(KelpError::TopicAuthorizationFailed),
-                Some(m) if p.partition_index >= 0 && p.partition_index < m.partitions => None,
-                _ => Some(KelpError::UnknownTopicOrPartition),
-            };
-            if err.is_none() {
-                offsets.push((
-                    (name.clone(), p.partition_index),
+            let err = super::offset_commit::queue_offset(
+                &mut offsets,
+                meta.as_deref(),
+                (&name, p.partition_index),
+                refused.clone(),
+                || {
                     CommittedOffset::committed(
                         p.committed_offset,
                         p.committed_leader_epoch,
                         p.committed_metadata.as_deref(),
                         now,
-                    ),
-                ));
-            }
+                    )
+                },
+            );
             rows.push((name.clone(), p.partition_index, err));
         }
     }

@@ -334,6 +334,15 @@ class Broker:
             f.seek(max(since, self.log_size() - LOG_TAIL_BYTES))
             return f.read().decode(errors="replace")
 
+    def sighup(self, expect, timeout=10):
+        """Sends SIGHUP (reload certificates, key sets) and waits for `expect` in the log."""
+        since = self.log_size()
+        os.kill(self.proc.pid, signal.SIGHUP)
+        deadline = time.time() + timeout
+        while expect not in self.log_tail(since) and time.time() < deadline:
+            time.sleep(0.05)
+        assert expect in self.log_tail(since), self.log_tail(since)
+
 
 class ExternalBroker:
     """The broker named by KELP_BOOTSTRAP; the suite neither starts nor stops it."""
