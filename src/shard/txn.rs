@@ -246,16 +246,8 @@ impl Shard {
             } => {
                 let mut meta = self.txn_meta(&id)?;
                 meta.check_producer(producer_id, epoch)?;
-                let Some(prepare) = meta.plan_end(commit)? else {
-                    return Ok(TxnAnswer::Done);
-                };
-                meta.state = prepare;
-                meta.updated_ms = now_ms();
-                self.store_txn(&id, &meta).await?;
-                // Decided: a failure to write every marker now leaves the transaction in
-                // its prepared state for the timer to finish; the client's answer stands.
-                if let Err(e) = self.finish_txn(&id, &mut meta).await {
-                    tracing::warn!(transactional_id = %id, error = %e, "transaction markers not all written; retrying");
+                if let Some(prepare) = meta.plan_end(commit)? {
+                    self.decide(&id, &mut meta, prepare).await?;
                 }
                 Ok(TxnAnswer::Done)
             }
@@ -299,42 +291,42 @@ impl Shard {
     /// next transaction starts at the new epoch, which the answer carries.
     async fn end_txn_v2(&self, id: &str, producer_id: i64, epoch: i16, commit: bool) -> TxnReply {
         let mut meta = self.txn_meta(id)?;
-        let plan = meta.plan_end_v2(producer_id, epoch, commit)?;
-        if plan == EndPlan::Retry {
-            return Ok(TxnAnswer::Producer(meta.producer_id, meta.epoch));
-        }
+        let prepare = match meta.plan_end_v2(producer_id, epoch, commit)? {
+            EndPlan::Retry => return Ok(TxnAnswer::Producer(meta.producer_id, meta.epoch)),
+            EndPlan::Prepare(state) => Some(state),
+            EndPlan::EmptyAbort => None,
+        };
         let fresh = if meta.end_needs_new_id() {
             self.allocate_producer_id().await?
         } else {
             -1
         };
         meta.bump_for_end(fresh);
-        meta.updated_ms = now_ms();
-        match plan {
-            EndPlan::Prepare(state) => {
-                meta.state = state;
-                self.store_txn(id, &meta).await?;
-                // Decided: the answer stands even if some markers wait for the timer.
-                if let Err(e) = self.finish_txn(id, &mut meta).await {
-                    tracing::warn!(transactional_id = %id, error = %e, "transaction markers not all written; retrying");
-                    // The producer moves to where completion will take it.
-                    return Ok(TxnAnswer::Producer(
-                        meta.next_producer_id.unwrap_or(meta.producer_id),
-                        if meta.next_producer_id.is_some() {
-                            0
-                        } else {
-                            meta.epoch
-                        },
-                    ));
-                }
-            }
-            EndPlan::EmptyAbort | EndPlan::Retry => {
+        match prepare {
+            Some(state) => self.decide(id, &mut meta, state).await?,
+            // Nothing to mark: straight to complete.
+            None => {
                 meta.state = TxnState::PrepareAbort;
                 meta.complete(now_ms());
                 self.store_txn(id, &meta).await?;
             }
         }
-        Ok(TxnAnswer::Producer(meta.producer_id, meta.epoch))
+        let (pid, epoch) = meta.producer_once_complete();
+        Ok(TxnAnswer::Producer(pid, epoch))
+    }
+
+    /// Stores the decision `state` for the open transaction, then writes its markers and
+    /// settles its groups. Once stored the decision stands: a failure to write every marker
+    /// leaves the transaction prepared for the timer to finish, and the client is answered
+    /// all the same.
+    async fn decide(&self, id: &str, meta: &mut TxnMeta, state: TxnState) -> Result<(), KelpError> {
+        meta.state = state;
+        meta.updated_ms = now_ms();
+        self.store_txn(id, meta).await?;
+        if let Err(e) = self.finish_txn(id, meta).await {
+            tracing::warn!(transactional_id = %id, error = %e, "transaction markers not all written; retrying");
+        }
+        Ok(())
     }
 
     fn txn_meta(&self, id: &str) -> Result<TxnMeta, KelpError> {

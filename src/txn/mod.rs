@@ -273,6 +273,15 @@ impl TxnMeta {
         }
     }
 
+    /// The producer id and epoch the id has once its transaction is complete (now, if it
+    /// is): what EndTxn v5 answers even while markers wait for the timer.
+    pub fn producer_once_complete(&self) -> (i64, i16) {
+        match self.next_producer_id {
+            Some(next) => (next, 0),
+            None => (self.producer_id, self.epoch),
+        }
+    }
+
     /// Whether an epoch bump at the end of this transaction needs a new producer id.
     pub fn end_needs_new_id(&self) -> bool {
         self.next_epoch().is_none()
@@ -414,11 +423,13 @@ mod tests {
             m.plan_end_v2(7, LAST_EPOCH, true),
             Err(KelpError::ConcurrentTransactions)
         );
+        assert_eq!(m.producer_once_complete(), (99, 0));
         m.complete(2);
         assert_eq!(
             (m.producer_id, m.epoch, m.prev_producer_id),
             (99, 0, Some(7))
         );
+        assert_eq!(m.producer_once_complete(), (99, 0));
         // A retry from the old producer id is recognised; the other outcome is not.
         assert_eq!(m.plan_end_v2(7, LAST_EPOCH, true), Ok(EndPlan::Retry));
         assert!(matches!(
