@@ -10,7 +10,7 @@
 //! (`shard/security.rs`) as the SCRAM credentials are. Calls nothing.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
@@ -279,12 +279,39 @@ impl AclFilter {
 #[derive(Default)]
 pub struct Acls {
     bindings: ArcSwap<Vec<AclBinding>>,
+    /// Counts the changes made since start, as [`crate::auth::credentials::Credentials`]
+    /// does: a re-read that began before a change does not undo it.
+    changes: Mutex<u64>,
 }
 
 impl Acls {
     /// Replaces the snapshot with the stored `records` (key, JSON); records that do not
     /// decode are logged and skipped.
     pub fn set_all(&self, records: Vec<(String, Vec<u8>)>) {
+        let all = Self::decode(records);
+        let _changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        self.bindings.store(Arc::new(all));
+    }
+
+    /// How many changes have been made: taken before a re-read of the records and handed
+    /// to [`Acls::refresh`].
+    pub fn changes(&self) -> u64 {
+        *self.changes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the snapshot with `records` read after [`Acls::changes`] returned `since`,
+    /// unless a change was made meanwhile. True if replaced.
+    pub fn refresh(&self, records: Vec<(String, Vec<u8>)>, since: u64) -> bool {
+        let all = Self::decode(records);
+        let changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        if *changes != since {
+            return false;
+        }
+        self.bindings.store(Arc::new(all));
+        true
+    }
+
+    fn decode(records: Vec<(String, Vec<u8>)>) -> Vec<AclBinding> {
         let mut all: Vec<AclBinding> = records
             .into_iter()
             .filter_map(|(key, body)| match serde_json::from_slice(&body) {
@@ -297,7 +324,7 @@ impl Acls {
             .collect();
         all.sort();
         all.dedup();
-        self.bindings.store(Arc::new(all));
+        all
     }
 
     /// The bindings passing `filter`.
@@ -312,6 +339,7 @@ impl Acls {
 
     /// Puts bindings (once stored) into the snapshot.
     pub fn add(&self, added: &[AclBinding]) {
+        *self.changes.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         self.bindings.rcu(|all| {
             let mut all = Vec::clone(all);
             all.extend(added.iter().cloned());
@@ -323,6 +351,7 @@ impl Acls {
 
     /// Takes bindings (once their records are deleted) out of the snapshot.
     pub fn remove(&self, removed: &[AclBinding]) {
+        *self.changes.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         self.bindings.rcu(|all| {
             all.iter()
                 .filter(|b| !removed.contains(b))
@@ -563,9 +592,15 @@ mod tests {
             acls.matching(&AclFilter::from_wire(1, None, 1, None, None, 1, 1).unwrap()),
             vec![b.clone()]
         );
+        // A re-read begun before a change does not bring the removed binding back.
+        let since = acls.changes();
+        let read = vec![(b.key(), serde_json::to_vec(&b).unwrap())];
         acls.remove(&[b]);
-        assert!(acls
-            .matching(&AclFilter::from_wire(1, None, 1, None, None, 1, 1).unwrap())
-            .is_empty());
+        assert!(!acls.refresh(read.clone(), since));
+        let all = AclFilter::from_wire(1, None, 1, None, None, 1, 1).unwrap();
+        assert!(acls.matching(&all).is_empty());
+        // One begun after it does (another node added it again).
+        assert!(acls.refresh(read, acls.changes()));
+        assert_eq!(acls.matching(&all).len(), 1);
     }
 }

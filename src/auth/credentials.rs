@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
@@ -25,6 +25,10 @@ pub type UserCredentials = BTreeMap<Mechanism, Credential>;
 #[derive(Default)]
 pub struct Credentials {
     users: ArcSwap<HashMap<String, UserCredentials>>,
+    /// Counts the changes put in since start. A re-read of the records that began before a
+    /// change must not replace the snapshot with records that lack it; the lock makes the
+    /// check and the replacement one step against a change on another shard.
+    changes: Mutex<u64>,
     loaded: AtomicBool,
     loaded_event: event_listener::Event,
 }
@@ -64,6 +68,31 @@ impl Credentials {
     /// Replaces the snapshot with the stored `records` (user, JSON); records that do not
     /// decode are logged and skipped (one bad file must not lock every user out).
     pub fn set_all(&self, records: Vec<(String, Vec<u8>)>) {
+        let users = Self::decode(records);
+        let _changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        self.users.store(Arc::new(users));
+    }
+
+    /// How many changes [`Credentials::put`] has made: taken before a re-read of the records
+    /// and handed to [`Credentials::refresh`].
+    pub fn changes(&self) -> u64 {
+        *self.changes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the snapshot with `records` read after [`Credentials::changes`] returned
+    /// `since`, unless a change was put in meanwhile (the records may predate it; the next
+    /// re-read has it). True if replaced.
+    pub fn refresh(&self, records: Vec<(String, Vec<u8>)>, since: u64) -> bool {
+        let users = Self::decode(records);
+        let changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        if *changes != since {
+            return false;
+        }
+        self.users.store(Arc::new(users));
+        true
+    }
+
+    fn decode(records: Vec<(String, Vec<u8>)>) -> HashMap<String, UserCredentials> {
         let mut users = HashMap::new();
         for (user, body) in records {
             match serde_json::from_slice::<UserCredentials>(&body) {
@@ -75,14 +104,20 @@ impl Credentials {
                 }
             }
         }
-        self.users.store(Arc::new(users));
+        users
+    }
+
+    /// Lets the shards waiting in [`Credentials::wait_loaded`] go on: the stored credentials
+    /// are read and the bootstrap users made.
+    pub fn mark_loaded(&self) {
         if !self.loaded.swap(true, Ordering::AcqRel) {
             self.loaded_event.notify(usize::MAX);
         }
     }
 
-    /// Resolves once the first [`Credentials::set_all`] has run (shards wait for it before
-    /// accepting connections, so no client is refused for credentials not read yet).
+    /// Resolves once [`Credentials::mark_loaded`] has run (shards wait for it before
+    /// accepting connections, so no client is refused for credentials not read or bootstrap
+    /// users not made yet).
     pub async fn wait_loaded(&self) {
         loop {
             if self.loaded.load(Ordering::Acquire) {
@@ -120,6 +155,8 @@ impl Credentials {
 
     /// Puts `user`'s credentials (once stored) into the snapshot.
     pub fn put(&self, user: &str, creds: UserCredentials) {
+        let mut changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        *changes += 1;
         self.users.rcu(|all| {
             let mut all = HashMap::clone(all);
             if creds.is_empty() {
@@ -230,5 +267,36 @@ mod tests {
         assert!(!other.describe().contains_key("broken"));
         assert_eq!(other.describe()["admin"].len(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_reread_older_than_a_change_does_not_undo_it() {
+        let mut store = BTreeMap::new();
+        let creds = Credentials::default();
+        creds.set_all(Vec::new());
+        let since = creds.changes();
+        let read: Vec<_> = store.clone().into_iter().collect();
+        let set = Change {
+            user: "carol".into(),
+            mechanism: Mechanism::Sha512,
+            credential: Some(Credential::from_password(Mechanism::Sha512, "pw", 4096)),
+        };
+        alter(&creds, &mut store, "carol", &[set]);
+        assert!(!creds.refresh(read, since));
+        assert!(creds.get("carol", Mechanism::Sha512).is_some());
+        // A read after the change replaces the snapshot: another node deleted carol.
+        let since = creds.changes();
+        assert!(creds.refresh(Vec::new(), since));
+        assert!(creds.get("carol", Mechanism::Sha512).is_none());
+    }
+
+    #[test]
+    fn shards_wait_for_mark_loaded_not_the_first_read() {
+        use futures::FutureExt;
+        let creds = Credentials::default();
+        creds.set_all(Vec::new());
+        assert!(creds.wait_loaded().now_or_never().is_none());
+        creds.mark_loaded();
+        assert!(creds.wait_loaded().now_or_never().is_some());
     }
 }

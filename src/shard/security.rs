@@ -16,7 +16,9 @@ use crate::auth::credentials::{Change, SPACE};
 use crate::error::KelpError;
 
 impl Shard {
-    /// Reads every user's credentials and creates the bootstrap users that have none.
+    /// Reads every user's credentials and creates the bootstrap users that have none; only
+    /// then may the shards accept connections (a client of a bootstrap user is not refused
+    /// on a shard that started serving before the user was made).
     pub async fn load_credentials(&self) -> anyhow::Result<()> {
         let creds = &self.cluster.credentials;
         let records = self
@@ -42,6 +44,7 @@ impl Shard {
                 tracing::info!(%user, "created SCRAM credentials for a bootstrap user");
             }
         }
+        creds.mark_loaded();
         Ok(())
     }
 
@@ -80,13 +83,21 @@ impl Shard {
     pub async fn run_records_refresh(self: Rc<Self>, every: Duration) {
         loop {
             glommio::timer::sleep(every).await;
+            // A change made here while the records are read is kept: refresh skips a read
+            // that may predate it.
+            let since = self.cluster.credentials.changes();
             match self.engine.records(SPACE).await {
-                Ok(records) => self.cluster.credentials.set_all(records),
+                Ok(records) => {
+                    self.cluster.credentials.refresh(records, since);
+                }
                 Err(e) => tracing::warn!(error = %e,
                     "cannot re-read the SCRAM credentials; keeping the ones read before"),
             }
+            let since = self.cluster.acls.changes();
             match self.engine.records(acl::SPACE).await {
-                Ok(records) => self.cluster.acls.set_all(records),
+                Ok(records) => {
+                    self.cluster.acls.refresh(records, since);
+                }
                 Err(e) => tracing::warn!(error = %e,
                     "cannot re-read the ACLs; keeping the ones read before"),
             }
