@@ -3,7 +3,6 @@
 //! answer to unknown versions.
 
 use std::sync::OnceLock;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, ApiVersionsResponse, FinalizedFeatureKey, SupportedFeatureKey,
@@ -38,11 +37,7 @@ const TRANSACTION_VERSION: &str = "transaction.version";
 /// reconnect), as Kafka's metadata offset grows.
 fn features_epoch() -> i64 {
     static EPOCH: OnceLock<i64> = OnceLock::new();
-    *EPOCH.get_or_init(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64)
-    })
+    *EPOCH.get_or_init(crate::clock::now_ms)
 }
 
 /// Adds the features to a successful answer: the levels this broker supports (to v4+

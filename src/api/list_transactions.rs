@@ -2,8 +2,6 @@
 //! shard answers for its own), filtered by state, producer id and (v1) how long the
 //! transaction has been open; only the ids the principal may DESCRIBE.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{
     ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId,
@@ -41,9 +39,7 @@ pub async fn handle(
     if !ctx.shard.engine.supports_transactions() {
         return encoded(Response::encode(&ctx.header, &resp));
     }
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now = crate::clock::now_ms();
     for shard in 0..ctx.shard.count {
         let Ok(TxnAnswer::List(all)) = ctx.shard.txn_call_on(shard, TxnRequest::List).await else {
             resp.error_code = code::COORDINATOR_NOT_AVAILABLE;

@@ -1,8 +1,6 @@
 //! OffsetCommit (key 8, v2-v9): checks topics against the metadata here, then commits on the
 //! group's coordinator shard; answers once the offsets store says the commit is durable.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -38,11 +36,7 @@ pub(super) fn queue_offset(
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use crate::clock::now_ms;
 
 /// Handles an OffsetCommit request.
 pub async fn handle(

@@ -75,6 +75,7 @@ pub async fn handle(
                     batches,
                     acks: req.acks,
                     timeout,
+                    log_append_time: m.log_append_time(),
                 });
                 Ok(items.len() - 1)
             });
@@ -119,10 +120,11 @@ pub async fn handle(
             Err(e) => Err(e),
         };
         match outcome {
-            Ok((base, log_start)) => {
+            Ok(a) => {
                 pr.error_code = code::NONE;
-                pr.base_offset = base;
-                pr.log_start_offset = log_start;
+                pr.base_offset = a.base;
+                pr.log_start_offset = a.log_start;
+                pr.log_append_time_ms = a.append_time;
             }
             Err(e) => {
                 pr.error_code = super::txn::produce_code(&e, ctx.header.api_version);

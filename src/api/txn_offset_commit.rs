@@ -3,8 +3,6 @@
 //! the transaction ends; only a commit makes them the group's. v5 (transactions v2) adds the
 //! group to the transaction itself; older versions must have sent AddOffsetsToTxn (KIP-890).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
@@ -25,9 +23,7 @@ pub async fn handle(
     let v = ctx.header.api_version;
     let id = req.transactional_id.0.to_string();
     let group = req.group_id.0.to_string();
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now = crate::clock::now_ms();
     // (topic, partition, its own error), and what goes to the coordinator.
     let mut rows: Vec<(String, i32, Option<KelpError>)> = Vec::new();
     let mut offsets = Vec::new();

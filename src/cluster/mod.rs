@@ -51,6 +51,12 @@ impl TopicMeta {
             .and_then(|v| v.parse().ok())
             .unwrap_or(topic_config::DEFAULT_MAX_MESSAGE_BYTES)
     }
+
+    /// Whether the broker stamps appends with its own time
+    /// (`message.timestamp.type=LogAppendTime`).
+    pub fn log_append_time(&self) -> bool {
+        self.config(topic_config::MESSAGE_TIMESTAMP_TYPE) == Some("LogAppendTime")
+    }
 }
 
 /// An immutable view of all topics.
@@ -126,10 +132,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), KelpError> {
 impl Cluster {
     /// Empty cluster metadata for this broker of `shards` shards.
     pub fn new(config: &Config, shards: usize) -> Self {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let now_ms = crate::clock::now_ms();
         let acls = Arc::new(crate::auth::acl::Acls::default());
         Cluster {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),

@@ -4,6 +4,8 @@ use crate::error::KelpError;
 
 /// Read on every produce ([`super::TopicMeta::max_message_bytes`]), so named once here.
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+/// Read on every produce ([`super::TopicMeta::log_append_time`]).
+pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
 /// Kafka's default `max.message.bytes` (1 MiB plus the record batch overhead), so clients
 /// tuned for Kafka fit.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_048_588;
@@ -114,7 +116,18 @@ pub fn default_of(name: &str) -> Option<&'static str> {
     lookup(name).map(|c| c.default)
 }
 
-/// Rejects unknown configs and values that do not parse as their type.
+/// The values a config takes, where they are a fixed set (Kafka's ValidString/ValidList).
+fn choices(name: &str) -> Option<&'static [&'static str]> {
+    Some(match name {
+        MESSAGE_TIMESTAMP_TYPE => &["CreateTime", "LogAppendTime"],
+        "cleanup.policy" => &["delete", "compact"],
+        "compression.type" => &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"],
+        _ => return None,
+    })
+}
+
+/// Rejects unknown configs and values that do not parse as their type or are not one of
+/// its choices.
 pub fn validate(name: &str, value: &str) -> Result<(), KelpError> {
     let def = lookup(name)
         .ok_or_else(|| KelpError::InvalidConfig(format!("unknown topic config '{name}'")))?;
@@ -124,7 +137,9 @@ pub fn validate(name: &str, value: &str) -> Result<(), KelpError> {
         ConfigType::Short => value.parse::<i16>().is_ok(),
         ConfigType::Long => value.parse::<i64>().is_ok(),
         ConfigType::Double => value.parse::<f64>().is_ok(),
-        ConfigType::String | ConfigType::List => true,
+        ConfigType::String => choices(name).is_none_or(|c| c.contains(&value)),
+        ConfigType::List => choices(name)
+            .is_none_or(|c| !value.is_empty() && value.split(',').all(|v| c.contains(&v.trim()))),
     };
     if ok {
         Ok(())

@@ -89,9 +89,7 @@ impl Forwarder {
     /// Registers this node and takes its lease (start-up). Waits up to the lease's ttl for an
     /// earlier incarnation at the same address; fails when another address holds the id.
     pub(super) async fn join(&self, me: &Me) -> Result<(Lease, String), KelpError> {
-        let since_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let since_ms = crate::clock::now_ms();
         let owner = me.owner(since_ms);
         let mut f = self.filer_client()?;
         self.write_owns(&[]).await?;

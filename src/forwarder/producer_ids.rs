@@ -26,10 +26,7 @@ const WAIT: Duration = Duration::from_secs(10);
 /// The first id when the counter does not exist yet: after every id a clock-seeded counter
 /// (each broker's own, before blocks existed) handed out until now.
 fn first_id() -> i64 {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    now_ms << 10
+    crate::clock::now_ms() << 10
 }
 
 /// The counter a file holds.

@@ -29,8 +29,6 @@ const AHEAD_NS: i64 = 1_000_000_000;
 /// the present and push the next records (a little older than now) into envelopes, but not
 /// before this (a new partition's first such record is put near the present).
 const BEHIND_NS: i64 = 60_000_000_000;
-/// Attribute bit of a batch whose timestamps are the broker's append time.
-const LOG_APPEND_TIME: i16 = 0x08;
 
 /// One Kafka record, decoded, waiting for its SeaweedMQ timestamp.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +55,7 @@ pub fn decode_batch(batch: &Bytes) -> Result<Vec<Pending>, String> {
     let h = records.header();
     let (base_ts, append_ts) = (
         h.base_timestamp,
-        (h.attributes & LOG_APPEND_TIME != 0).then_some(h.max_timestamp),
+        h.is_log_append_time().then_some(h.max_timestamp),
     );
     let mut out = Vec::new();
     while let Some(r) = records.next_record().map_err(|e| e.why().to_string())? {

@@ -126,7 +126,16 @@ impl BatchHeader {
     pub fn is_control(&self) -> bool {
         self.attributes & 0x20 != 0
     }
+
+    /// Whether the batch's timestamps are the broker's append time (attributes bit 3): its
+    /// max timestamp is every record's timestamp.
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & LOG_APPEND_TIME != 0
+    }
 }
+
+/// Attribute bit of a batch stamped with the broker's append time (LogAppendTime).
+const LOG_APPEND_TIME: i16 = 0x08;
 
 /// Kafka's header checks of a client batch (LogValidator.validateBatch, Kafka 4): the offset
 /// range must be positive (lastOffsetDelta >= 0), the count positive, and the count equal to
@@ -278,6 +287,23 @@ impl ValidatedBatches {
         self.batches.iter().map(|(_, h)| h)
     }
 
+    /// Stamps every batch with the broker's append time `now_ms`, for a topic with
+    /// `message.timestamp.type=LogAppendTime`: as Kafka's LogValidator does, the
+    /// timestamp-type bit and the max timestamp are rewritten in place and the CRC computed
+    /// again; the records keep their own timestamps, which readers ignore in such a batch.
+    pub fn stamp_log_append_time(&mut self, now_ms: i64) {
+        for (start, h) in &mut self.batches {
+            let b = &mut self.buf[*start..*start + h.total_len()];
+            h.attributes |= LOG_APPEND_TIME;
+            h.max_timestamp = now_ms;
+            b[OFF_ATTRIBUTES..OFF_ATTRIBUTES + 2].copy_from_slice(&h.attributes.to_be_bytes());
+            b[OFF_MAX_TIMESTAMP..OFF_MAX_TIMESTAMP + 8].copy_from_slice(&now_ms.to_be_bytes());
+            h.crc = crc32c::crc32c(&b[OFF_ATTRIBUTES..]);
+            b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&h.crc.to_be_bytes());
+        }
+        self.max_timestamp = now_ms;
+    }
+
     /// Writes consecutive base offsets starting at `base` into the batches, in place (the CRC
     /// does not cover the base offset), and returns each batch as a zero-copy `Bytes` slice with
     /// its assigned header.
@@ -314,7 +340,7 @@ pub fn first_offset_at_or_after_within(batch: &Bytes, ts: i64, cap: usize) -> Op
         let mut found = None;
         while let Some(r) = records.next_record()? {
             // LogAppendTime batches: every record has the broker's time, the max timestamp.
-            let t = if h.attributes & 0x08 != 0 {
+            let t = if h.is_log_append_time() {
                 h.max_timestamp
             } else {
                 h.base_timestamp.wrapping_add(r.timestamp_delta)

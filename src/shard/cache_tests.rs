@@ -68,6 +68,7 @@ fn appends_of_many_batches_stay_within_the_budget() {
                         batches: records(1 + (round + p as usize) % 12),
                         acks: 1,
                         timeout: Duration::from_secs(5),
+                        log_append_time: false,
                     })
                     .collect();
                 for out in shard.scatter(items).await {

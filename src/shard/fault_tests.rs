@@ -13,7 +13,7 @@ use clap::Parser;
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::LocalExecutorBuilder;
 
-use super::ops::{ColdBudget, ReadItem};
+use super::ops::{ColdBudget, ProduceItem, ReadItem};
 use super::{Shard, ShardMsg};
 use crate::config::Config;
 use crate::error::code;
@@ -102,9 +102,16 @@ fn idempotent(seq: i32, records: i32) -> ValidatedBatches {
 
 async fn produce(shard: &Shard, b: ValidatedBatches, acks: i16) -> Result<i64, i16> {
     shard
-        .append(TOPIC, 0, b, acks, Duration::from_secs(5))
+        .append(ProduceItem {
+            topic: TOPIC.into(),
+            partition: 0,
+            batches: b,
+            acks,
+            timeout: Duration::from_secs(5),
+            log_append_time: false,
+        })
         .await
-        .map(|(base, _)| base)
+        .map(|a| a.base)
         .map_err(|e| e.code())
 }
 

@@ -27,10 +27,24 @@ pub struct ProduceItem {
     pub acks: i16,
     /// The request's timeout: the longest a forward to SeaweedMQ may take.
     pub timeout: std::time::Duration,
+    /// The topic's `message.timestamp.type` is LogAppendTime: the owner stamps the batches
+    /// with its clock as it appends them.
+    pub log_append_time: bool,
 }
 
-/// Result of one append: base offset and log start offset.
-pub type ProduceOut = Result<(i64, i64), KelpError>;
+/// What one append answers (Produce's partition response).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset of the first record.
+    pub base: i64,
+    /// The partition's log start offset.
+    pub log_start: i64,
+    /// The time the batches were stamped with (LogAppendTime topics), else -1.
+    pub append_time: i64,
+}
+
+/// Result of one append.
+pub type ProduceOut = Result<Appended, KelpError>;
 
 /// Read batches from a partition.
 pub struct ReadItem {
@@ -180,13 +194,11 @@ impl Op for ProduceItem {
     }
     fn run(shard: &Shard, items: Vec<Self>) -> LocalBoxFuture<'_, Vec<Self::Out>> {
         // Partitions are written concurrently; their syncs overlap.
-        Box::pin(futures::future::join_all(items.into_iter().map(
-            |it| async move {
-                shard
-                    .append(&it.topic, it.partition, it.batches, it.acks, it.timeout)
-                    .await
-            },
-        )))
+        Box::pin(futures::future::join_all(
+            items
+                .into_iter()
+                .map(|it| async move { shard.append(it).await }),
+        ))
     }
     fn failed(e: KelpError) -> Self::Out {
         Err(e)

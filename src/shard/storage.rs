@@ -12,13 +12,14 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::ops::{ColdBudget, OffsetsItem, OffsetsOut, ProduceOut, ReadItem, ReadResult};
+use super::ops::{
+    Appended, ColdBudget, OffsetsItem, OffsetsOut, ProduceItem, ProduceOut, ReadItem, ReadResult,
+};
 use super::Shard;
 use crate::error::KelpError;
 use crate::partition::producer_state::ProducerStates;
 use crate::partition::settle::Reserved;
 use crate::partition::{Partition, ReadOut};
-use crate::record::ValidatedBatches;
 use crate::storage::Durability;
 
 /// How long a Fetch or ListOffsets waits for the offsets of a partition whose store keeps
@@ -58,14 +59,16 @@ impl Shard {
 
     /// Appends validated batches to an owned partition and answers with the base offset and
     /// log start: once the store has them, and for acks=-1 once it has persisted them.
-    pub async fn append(
-        &self,
-        topic: &str,
-        partition: i32,
-        batches: ValidatedBatches,
-        acks: i16,
-        timeout: Duration,
-    ) -> ProduceOut {
+    pub async fn append(&self, item: ProduceItem) -> ProduceOut {
+        let ProduceItem {
+            topic,
+            partition,
+            mut batches,
+            acks,
+            timeout,
+            log_append_time,
+        } = item;
+        let topic = topic.as_str();
         let deadline = Instant::now() + timeout;
         self.lead(topic, partition, deadline).await?;
         // The produce's own timeout bounds every wait, the offset lookup included: while the
@@ -87,7 +90,15 @@ impl Shard {
         } else {
             Durability::Stored
         };
-        let mut batches = batches;
+        // Stamped here, on the owner, after the waits above: the times follow the order the
+        // batches go into the log.
+        let append_time = if log_append_time {
+            let now = crate::clock::now_ms();
+            batches.stamp_log_append_time(now);
+            now
+        } else {
+            -1
+        };
         let mut wait_behind = true;
         let (ticket, assigned, store) = loop {
             let (reserved, store) = self.with_partition(topic, partition, |p| {
@@ -104,7 +115,13 @@ impl Shard {
                     }
                     let log_start =
                         self.with_partition(topic, partition, |p| p.log_start_offset())?;
-                    return Ok((original, log_start));
+                    // Kafka answers a duplicate with the original's append time; Kelp does
+                    // not keep it, so -1 (the records carry it).
+                    return Ok(Appended {
+                        base: original,
+                        log_start,
+                        append_time: -1,
+                    });
                 }
                 Reserved::Behind {
                     batches: again,
@@ -140,7 +157,11 @@ impl Shard {
             }
         }
         match first {
-            Some(Ok((base, _))) => Ok((base, log_start)),
+            Some(Ok((base, _))) => Ok(Appended {
+                base,
+                log_start,
+                append_time,
+            }),
             _ => Err(KelpError::InvalidRecord("no record batch")),
         }
     }
@@ -353,9 +374,7 @@ impl Shard {
 
     /// One retention pass over the owned partitions.
     pub async fn apply_retention(&self) {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let now_ms = crate::clock::now_ms();
         let stores: Vec<_> = self
             .partitions
             .borrow()

@@ -8,7 +8,7 @@
 //! CONCURRENT_TRANSACTIONS and retries, as with Kafka's pending transitions.
 
 use std::rc::Rc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures::channel::oneshot;
 
@@ -124,11 +124,7 @@ const ID_EXPIRY_EVERY: u32 = 120; // ticks: a minute
 /// How long marker appends may take (each is a produce with acks=all).
 const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use crate::clock::now_ms;
 
 /// Releases a transactional id when its operation ends, however it ends.
 struct Busy<'a> {
@@ -412,6 +408,7 @@ impl Shard {
                 batches: ValidatedBatches::validate_broker(marker)?,
                 acks: -1,
                 timeout: MARKER_TIMEOUT,
+                log_append_time: false,
             });
         }
         let targets: Vec<(String, i32)> = meta.partitions.iter().cloned().collect();

@@ -128,6 +128,59 @@ def test_confluent_kafka(broker, codec):
         c.close()
 
 
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_log_append_time_topic(broker, codec):
+    """A topic created with message.timestamp.type=LogAppendTime: the broker's clock replaces
+    the producer's timestamps (Kafka's behaviour, librdkafka's test 0052). The delivery
+    reports and the consumer see the broker's append time, the same for a whole batch, never
+    the producer's old timestamp."""
+    from confluent_kafka import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer,
+                                 Producer, TopicPartition)
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    n, topic = 200, topic_name("lat")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    new = NewTopic(topic, 1, 1, config={"message.timestamp.type": "LogAppendTime"})
+    for f in admin.create_topics([new], operation_timeout=15).values():
+        f.result(30)
+    before = int(time.time() * 1000)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
+                  "linger.ms": 20, "acks": "all"})
+    reports = []
+    for i in range(n):
+        p.produce(topic, value=f"v{i}".encode(), timestamp=BASE_TS + i,
+                  on_delivery=lambda err, msg: reports.append((err, msg.offset(), msg.timestamp())))
+    assert p.flush(30) == 0
+    after = int(time.time() * 1000)
+    assert [r[0] for r in reports] == [None] * n
+    assert all(r[2][0] == TIMESTAMP_LOG_APPEND_TIME and before <= r[2][1] <= after
+               for r in reports), reports[:3]
+    stamped = {r[1]: r[2][1] for r in reports}
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"unused-{topic}",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, deadline = {}, time.monotonic() + POLL_DEADLINE_S
+    try:
+        while len(got) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            got[m.offset()] = m.timestamp()
+    finally:
+        c.close()
+    assert sorted(got) == list(range(n))
+    # Each record carries the time its batch was appended. Over SeaweedMQ, records read back
+    # from SeaweedMQ (not Kelp's cache) keep that time as a CreateTime: SeaweedMQ keeps one
+    # timestamp per record and no batch attributes.
+    types = {TIMESTAMP_LOG_APPEND_TIME}
+    if conftest.STORAGE == "seaweedmq":
+        types.add(TIMESTAMP_CREATE_TIME)
+    for off, (ts_type, ts) in got.items():
+        assert ts_type in types and ts == stamped[off], (off, ts_type, ts, stamped[off])
+
+
 # --------------------------------------------------------------------------------------------
 # kafka-python
 # --------------------------------------------------------------------------------------------

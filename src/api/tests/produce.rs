@@ -333,3 +333,46 @@ fn produce_lets_the_connection_start_its_next_request_before_answering() {
         }
     });
 }
+
+#[test]
+fn log_append_time_topics_get_the_brokers_time() {
+    run(2, &[], |b| async move {
+        create_topic_with(
+            &b.client,
+            "lat",
+            2,
+            &[("message.timestamp.type", "LogAppendTime")],
+        )
+        .await;
+        create_topic(&b.client, "ct", 1).await;
+        for p in 0..2 {
+            let before = crate::clock::now_ms();
+            // From shard 1 too: the owner stamps, whichever shard the request came to.
+            let r = b
+                .on(1, move |c| async move {
+                    produce(&c, "lat", p, batch(&["a", "b"], 1000)).await
+                })
+                .await;
+            let after = crate::clock::now_ms();
+            assert_eq!(r.error_code, code::NONE, "{:?}", r.error_message);
+            let t = r.log_append_time_ms;
+            assert!((before..=after).contains(&t), "{before} <= {t} <= {after}");
+            let data = fetch(&b.client, "lat", p, 0).await.records;
+            // The batch says LogAppendTime with the append time as its max timestamp (every
+            // record's timestamp to a reader), and its CRC checks out again.
+            assert_eq!(records_of(&data).len(), 2);
+            let raw = data.unwrap();
+            let h = crate::record::BatchHeader::parse(&raw).unwrap();
+            assert!(h.is_log_append_time());
+            assert_eq!(h.max_timestamp, t);
+            assert_eq!(h.crc, crc32c::crc32c(&raw[21..h.total_len()]));
+        }
+        // CreateTime (the default) keeps the producer's timestamps and answers -1.
+        let r = produce(&b.client, "ct", 0, batch(&["c"], 1000)).await;
+        assert_eq!(r.log_append_time_ms, -1);
+        assert_eq!(
+            records_of(&fetch(&b.client, "ct", 0, 0).await.records),
+            [(0, 1000, "c".to_string())]
+        );
+    });
+}

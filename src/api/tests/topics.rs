@@ -127,6 +127,10 @@ fn bad_names_partition_counts_replication_and_configs_are_refused() {
             creatable("rf0", 1, 0),
             creatable("unknown-config", 1, 1).with_configs(vec![config("no.such.config", "1")]),
             creatable("bad-value", 1, 1).with_configs(vec![config("retention.ms", "soon")]),
+            creatable("bad-choice", 1, 1)
+                .with_configs(vec![config("message.timestamp.type", "BrokerTime")]),
+            creatable("bad-list", 1, 1)
+                .with_configs(vec![config("cleanup.policy", "compact,forever")]),
             creatable("defaults", -1, -1),
         ];
         let rs = create(c, 7, topics).await;
@@ -141,16 +145,18 @@ fn bad_names_partition_counts_replication_and_configs_are_refused() {
             ("rf0", code::INVALID_REPLICATION_FACTOR),
             ("unknown-config", code::INVALID_CONFIG),
             ("bad-value", code::INVALID_CONFIG),
+            ("bad-choice", code::INVALID_CONFIG),
+            ("bad-list", code::INVALID_CONFIG),
             ("defaults", code::NONE),
         ];
         let want: Vec<(String, i16)> = want.iter().map(|(n, e)| (n.to_string(), *e)).collect();
         assert_eq!(codes(&rs), want);
-        for r in &rs[..10] {
+        for r in &rs[..12] {
             assert_eq!((r.num_partitions, r.replication_factor), (-1, -1));
             assert!(r.error_message.is_some(), "{:?}", r.name);
             assert!(c.shard.cluster.topic(r.name.0.as_str()).is_none());
         }
-        assert_eq!(rs[10].num_partitions, 4, "-1 takes --default-partitions");
+        assert_eq!(rs[12].num_partitions, 4, "-1 takes --default-partitions");
         // A second create of the same name.
         let again = create(c, 7, vec![creatable("defaults", 1, 1)]).await;
         assert_eq!(again[0].error_code, code::TOPIC_ALREADY_EXISTS);
