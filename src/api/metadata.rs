@@ -12,13 +12,14 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest};
 
 use super::{encoded, sb, topic_name, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
-use crate::cluster::{Cluster, TopicMeta};
+use crate::cluster::{internal, Cluster, TopicMeta};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
 fn topic_entry(meta: &TopicMeta, cluster: &Cluster, ops: i32) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     t.error_code = code::NONE;
+    t.is_internal = internal::is_internal(&meta.name);
     t.name = Some(topic_name(meta.name.clone()));
     t.topic_id = meta.id;
     t.topic_authorized_operations = ops;
@@ -73,10 +74,12 @@ pub async fn handle(
     let topics: Vec<MetadataResponseTopic> = match requested {
         None => {
             let snap = cluster.snapshot();
+            let offsets = Arc::new(internal::consumer_offsets(&cluster.cluster_id));
             // Kafka lists only the topics the principal may describe.
             let mut all: Vec<&Arc<TopicMeta>> = snap
                 .topics
                 .values()
+                .chain((!snap.topics.contains_key(&offsets.name)).then_some(&offsets))
                 .filter(|m| ctx.allowed(Operation::Describe, ResourceType::Topic, &m.name))
                 .collect();
             all.sort_by(|a, b| a.name.cmp(&b.name));
@@ -101,6 +104,13 @@ pub async fn handle(
                             &KelpError::TopicAuthorizationFailed,
                         )
                     }
+                    Some(name)
+                        if internal::is_internal(name.0.as_str())
+                            && cluster.topic(name.0.as_str()).is_none() =>
+                    {
+                        let m = internal::consumer_offsets(&cluster.cluster_id);
+                        topic_entry(&m, cluster, topic_ops(&m.name))
+                    }
                     Some(name) => {
                         let create = allow_auto && ctx.may_create_topic(name.0.as_str());
                         match ctx.shard.topic_or_create(name.0.as_str(), create).await {
@@ -113,13 +123,21 @@ pub async fn handle(
                             Err(e) => error_entry(Some(name.0.as_str()), t.topic_id, &e),
                         }
                     }
-                    None => match cluster.snapshot().by_id.get(&t.topic_id) {
+                    None => match cluster
+                        .snapshot()
+                        .by_id
+                        .get(&t.topic_id)
+                        .cloned()
+                        .or_else(|| {
+                            let m = internal::consumer_offsets(&cluster.cluster_id);
+                            (m.id == t.topic_id).then(|| Arc::new(m))
+                        }) {
                         Some(m)
                             if !ctx.allowed(Operation::Describe, ResourceType::Topic, &m.name) =>
                         {
                             error_entry(None, t.topic_id, &KelpError::TopicAuthorizationFailed)
                         }
-                        Some(m) => topic_entry(m, cluster, topic_ops(&m.name)),
+                        Some(m) => topic_entry(&m, cluster, topic_ops(&m.name)),
                         None => error_entry(None, t.topic_id, &KelpError::UnknownTopicId),
                     },
                 });

@@ -4,6 +4,7 @@
 //! never lock. Writers (CreateTopics, DeleteTopics, auto-create) are serialised by a mutex and
 //! publish a new snapshot; partition state itself lives on the owning shards, not here.
 
+pub mod internal;
 pub mod leaders;
 pub mod members;
 pub mod nodes;
@@ -262,6 +263,10 @@ impl Cluster {
         validate_only: bool,
     ) -> Result<Arc<TopicMeta>, KelpError> {
         validate_topic_name(name)?;
+        if internal::is_internal(name) {
+            // Kafka's exists from the start here (see `internal`).
+            return Err(KelpError::TopicAlreadyExists);
+        }
         let partitions = if partitions == -1 {
             self.default_partitions
         } else {

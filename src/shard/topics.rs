@@ -24,6 +24,12 @@ impl Shard {
         if let Some(t) = self.cluster.topic(name) {
             return Ok(Some(t));
         }
+        if crate::cluster::internal::is_internal(name) {
+            // Listed, never written by clients (Kafka: "Cannot append to internal topic").
+            return Err(KelpError::InvalidTopic(format!(
+                "cannot append to internal topic {name}"
+            )));
+        }
         if crate::cluster::validate_topic_name(name).is_err() {
             // The metadata answers with the right error (or nothing, when not allowed).
             return self.cluster.get_or_auto_create(name, allow);
@@ -123,9 +129,13 @@ impl Shard {
 
     /// DeleteTopics: removes the topic from the engine's catalog, then from the metadata.
     pub async fn delete_topic(&self, name: &str) -> Result<Arc<TopicMeta>, KelpError> {
-        self.cluster
-            .topic(name)
-            .ok_or(KelpError::UnknownTopicOrPartition)?;
+        let listed = self.cluster.topic(name);
+        if listed.is_none() && crate::cluster::internal::is_internal(name) {
+            return Err(KelpError::InvalidTopic(format!(
+                "{name} is an internal topic and cannot be deleted"
+            )));
+        }
+        listed.ok_or(KelpError::UnknownTopicOrPartition)?;
         self.engine.delete_topic(name).await?;
         self.cluster.delete_topic(name)
     }

@@ -8,9 +8,9 @@ SCRAM with good and bad credentials, OAUTHBEARER (unsecured tokens, good and exp
 transactions (TestTxnEtl: a transactional producer and transactional consume-transform-produce
 group sessions with every classic balancer). Then the whole package on a plaintext listener
 (some of its tests build clients without the suite's TLS options, so they only run there),
-as against Kafka: everything but KIP-848 and share groups, and TestConsumeRegex (needs
-__consumer_offsets listed in Metadata), must pass, transactions v2 included (franz-go runs them
-when the broker finalizes transaction.version 2).
+as against Kafka: everything but KIP-848 and share groups must pass (TestConsumeRegex included:
+it finds __consumer_offsets listed as internal in Metadata), transactions v2 included (franz-go
+runs them when the broker finalizes transaction.version 2).
 
 Runs once, on the local-storage pass (each run takes about a minute)."""
 
@@ -71,9 +71,8 @@ def test_franz_go_kgo_suite_over_tls_and_scram(pki, tmp_path):  # noqa: F811
         assert b.alive()
 
 
-# Not served yet (issue 18): KIP-848 consumer groups, share groups (KIP-932), an internal
-# __consumer_offsets topic in Metadata (TestConsumeRegex skips internal topics by it).
-WHOLE_SUITE_SKIP = "^(TestShareGroup.*|TestConsumeRegex.*|Test848.*|.*848)$"
+# Not served yet (issue 18): KIP-848 consumer groups, share groups (KIP-932).
+WHOLE_SUITE_SKIP = "^(TestShareGroup.*|Test848.*|.*848)$"
 
 
 def test_franz_go_kgo_whole_package_plaintext(tmp_path):

@@ -314,11 +314,18 @@ fn metadata_lists_every_topic_sorted_with_this_broker_leading() {
             let resp = c
                 .send(v, MetadataRequest::default().with_topics(topics))
                 .await;
+            // Kafka's internal offsets topic is listed too, flagged internal.
             assert_eq!(
                 described(&resp),
-                [("alpha".into(), 0, 3), ("zeta".into(), 0, 1)],
+                [
+                    ("__consumer_offsets".into(), 0, 50),
+                    ("alpha".into(), 0, 3),
+                    ("zeta".into(), 0, 1)
+                ],
                 "v{v}"
             );
+            let internal: Vec<bool> = resp.topics.iter().map(|t| t.is_internal).collect();
+            assert_eq!(internal, [v >= 1, false, false], "v{v}");
             assert_eq!(resp.brokers.len(), 1);
             let node = &resp.brokers[0];
             assert_eq!(
@@ -333,7 +340,7 @@ fn metadata_lists_every_topic_sorted_with_this_broker_leading() {
             if v >= 2 {
                 assert_eq!(resp.cluster_id.as_deref(), Some("kelp-cluster"));
             }
-            for p in &resp.topics[0].partitions {
+            for p in &resp.topics[1].partitions {
                 assert_eq!(p.leader_id, BrokerId(0));
                 assert_eq!(
                     (p.replica_nodes.clone(), p.isr_nodes.clone()),
@@ -342,7 +349,7 @@ fn metadata_lists_every_topic_sorted_with_this_broker_leading() {
             }
             if v >= 10 {
                 assert_eq!(
-                    Some(resp.topics[1].topic_id),
+                    Some(resp.topics[2].topic_id),
                     c.shard.cluster.topic("zeta").map(|m| m.id)
                 );
             }
@@ -441,4 +448,46 @@ fn with_advertised_shards_each_partition_is_led_by_its_owner() {
             assert!(owners.contains(&0) && owners.contains(&1));
         },
     );
+}
+
+#[test]
+fn consumer_offsets_is_listed_internal_and_cannot_be_written_created_or_deleted() {
+    run(2, &[], |b| async move {
+        let c = &b.client;
+        let req = MetadataRequest::default()
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(topic_name("__consumer_offsets")))
+            ]))
+            .with_allow_auto_topic_creation(true);
+        let resp = c.send(12, req).await;
+        let t = &resp.topics[0];
+        assert_eq!(
+            (t.error_code, t.is_internal, t.partitions.len()),
+            (0, true, 50)
+        );
+        let id = t.topic_id;
+        assert!(!id.is_nil());
+        // By id too (v12), with the same id every time.
+        let by_id =
+            MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_name(None)
+                .with_topic_id(id)]));
+        let again = c.send(12, by_id).await;
+        assert_eq!(
+            again.topics[0].name.as_ref().map(|n| n.0.as_str()),
+            Some("__consumer_offsets")
+        );
+        // Nothing was auto-created by the lookup, and clients cannot write it.
+        assert!(c.shard.cluster.topic("__consumer_offsets").is_none());
+        let r = produce(c, "__consumer_offsets", 0, batch(&["x"], 1)).await;
+        assert_eq!(r.error_code, code::INVALID_TOPIC_EXCEPTION);
+        let rs = create(c, 7, vec![creatable("__consumer_offsets", 1, 1)]).await;
+        assert_eq!(rs[0].error_code, code::TOPIC_ALREADY_EXISTS);
+        let req =
+            DeleteTopicsRequest::default().with_topic_names(vec![topic_name("__consumer_offsets")]);
+        assert_eq!(
+            c.send(5, req).await.responses[0].error_code,
+            code::INVALID_TOPIC_EXCEPTION
+        );
+    });
 }
