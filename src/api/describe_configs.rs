@@ -91,7 +91,11 @@ pub fn handle(
             RESOURCE_BROKER if !ctx.cluster_allowed(Operation::DescribeConfigs) => {
                 Err(KelpError::ClusterAuthorizationFailed)
             }
-            RESOURCE_TOPIC => match ctx.shard.cluster.topic(res.resource_name.as_str()) {
+            RESOURCE_TOPIC => match ctx
+                .shard
+                .cluster
+                .described_topic(res.resource_name.as_str())
+            {
                 Some(meta) => Ok(TOPIC_CONFIGS
                     .iter()
                     .map(|d| {

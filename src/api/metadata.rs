@@ -104,12 +104,15 @@ pub async fn handle(
                             &KelpError::TopicAuthorizationFailed,
                         )
                     }
-                    Some(name)
-                        if internal::is_internal(name.0.as_str())
-                            && cluster.topic(name.0.as_str()).is_none() =>
-                    {
-                        let m = internal::consumer_offsets(&cluster.cluster_id);
-                        topic_entry(&m, cluster, topic_ops(&m.name))
+                    Some(name) if internal::is_internal(name.0.as_str()) => {
+                        match cluster.described_topic(name.0.as_str()) {
+                            Some(m) => topic_entry(&m, cluster, topic_ops(&m.name)),
+                            None => error_entry(
+                                Some(name.0.as_str()),
+                                t.topic_id,
+                                &KelpError::UnknownTopicOrPartition,
+                            ),
+                        }
                     }
                     Some(name) => {
                         let create = allow_auto && ctx.may_create_topic(name.0.as_str());

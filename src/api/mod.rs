@@ -19,6 +19,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_producers;
+pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod end_txn;
@@ -249,6 +250,7 @@ pub async fn dispatch(
         }
         Request::DescribeConfigs(r) => describe_configs::handle(&ctx, r).map(Some),
         Request::DescribeCluster(r) => describe_cluster::handle(&ctx, r).map(Some),
+        Request::DescribeTopicPartitions(r) => describe_topic_partitions::handle(&ctx, r).map(Some),
         Request::DeleteRecords(r) => delete_records::handle(&ctx, r).await.map(Some),
         Request::IncrementalAlterConfigs(r) => {
             incremental_alter_configs::handle(&ctx, r).await.map(Some)

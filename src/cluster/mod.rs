@@ -252,6 +252,15 @@ impl Cluster {
         self.snapshot.load().topics.get(name).cloned()
     }
 
+    /// A topic to describe: a stored one, else Kafka's internal topic of that name as Kelp
+    /// lists it ([`internal`]). Never for writing or reading records.
+    pub fn described_topic(&self, name: &str) -> Option<Arc<TopicMeta>> {
+        self.topic(name).or_else(|| {
+            internal::is_internal(name)
+                .then(|| Arc::new(internal::consumer_offsets(&self.cluster_id)))
+        })
+    }
+
     /// Creates a topic. `partitions` -1 means the default count. With `validate_only`
     /// nothing is published but every check runs.
     pub fn create_topic(

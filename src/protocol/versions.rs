@@ -95,6 +95,8 @@ pub mod key {
     pub const DESCRIBE_TRANSACTIONS: i16 = 65;
     /// ListTransactions (KIP-664).
     pub const LIST_TRANSACTIONS: i16 = 66;
+    /// DescribeTopicPartitions (KIP-966): partitions and leaders, paged.
+    pub const DESCRIBE_TOPIC_PARTITIONS: i16 = 75;
 }
 
 /// Everything ApiVersions advertises, in api key order. Minimums follow Kafka 4 (KIP-896
@@ -363,6 +365,13 @@ pub const SUPPORTED: &[ApiSupport] = &[
         name: "ListTransactions",
         min: 0,
         max: 1,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::DESCRIBE_TOPIC_PARTITIONS,
+        name: "DescribeTopicPartitions",
+        min: 0,
+        max: 0,
         first_flexible: 0,
     },
     ApiSupport {

@@ -491,3 +491,81 @@ fn consumer_offsets_is_listed_internal_and_cannot_be_written_created_or_deleted(
         );
     });
 }
+
+#[test]
+fn describe_topic_partitions_pages_by_partition_limit_and_cursor() {
+    use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
+    use kafka_protocol::messages::DescribeTopicPartitionsRequest;
+    run(2, &[], |b| async move {
+        let c = &b.client;
+        create_topic(c, "a", 3).await;
+        create_topic(c, "b", 2).await;
+        let ask = |names: &[&str], limit: i32, cursor: Option<(&str, i32)>| {
+            DescribeTopicPartitionsRequest::default()
+                .with_topics(
+                    names
+                        .iter()
+                        .map(|n| TopicRequest::default().with_name(topic_name(*n)))
+                        .collect(),
+                )
+                .with_response_partition_limit(limit)
+                .with_cursor(cursor.map(|(t, p)| {
+                    Cursor::default()
+                        .with_topic_name(topic_name(t))
+                        .with_partition_index(p)
+                }))
+        };
+        let seen = |r: &kafka_protocol::messages::DescribeTopicPartitionsResponse| {
+            r.topics
+                .iter()
+                .map(|t| {
+                    let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+                    let parts: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
+                    (name, t.error_code, parts)
+                })
+                .collect::<Vec<_>>()
+        };
+        let cursor = |r: &kafka_protocol::messages::DescribeTopicPartitionsResponse| {
+            r.next_cursor
+                .as_ref()
+                .map(|c| (c.topic_name.0.to_string(), c.partition_index))
+        };
+        // Sorted by name, cut after 4 partitions, the cursor where the next page starts.
+        let r = c.send(0, ask(&["missing", "b", "a"], 4, None)).await;
+        assert_eq!(
+            seen(&r),
+            [("a".into(), 0, vec![0, 1, 2]), ("b".into(), 0, vec![0])]
+        );
+        assert_eq!(cursor(&r), Some(("b".into(), 1)));
+        let id = c.shard.cluster.topic("a").map(|m| m.id);
+        assert_eq!(Some(r.topics[0].topic_id), id);
+        let p = &r.topics[0].partitions[1];
+        assert_eq!(
+            (p.leader_id, p.isr_nodes.clone()),
+            (BrokerId(0), vec![BrokerId(0)])
+        );
+        let r = c
+            .send(0, ask(&["missing", "b", "a"], 4, Some(("b", 1))))
+            .await;
+        assert_eq!(
+            seen(&r),
+            [
+                ("b".into(), 0, vec![1]),
+                ("missing".into(), code::UNKNOWN_TOPIC_OR_PARTITION, vec![])
+            ]
+        );
+        assert_eq!(cursor(&r), None);
+        // No names: every topic, __consumer_offsets (internal) included.
+        let r = c.send(0, ask(&[], 0, None)).await;
+        let names: Vec<_> = seen(&r).into_iter().map(|(n, _, p)| (n, p.len())).collect();
+        assert_eq!(
+            names,
+            [
+                ("__consumer_offsets".into(), 50),
+                ("a".into(), 3),
+                ("b".into(), 2)
+            ]
+        );
+        assert!(r.topics[0].is_internal && !r.topics[1].is_internal);
+    });
+}

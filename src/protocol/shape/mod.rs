@@ -258,6 +258,17 @@ impl Walk<'_> {
 
     fn value(&mut self, field: &'static Field, kind: &'static Kind) -> Result<(), Fail> {
         match kind {
+            // A nullable struct (not an array's element) starts with an int8 marker, as
+            // Kafka and the crate read it: negative is null, anything else is present.
+            Kind::Struct(fields)
+                if std::ptr::eq(kind, &field.kind) && field.nullable.has(self.version) =>
+            {
+                if self.r.i8().map_err(self.wire(field))? < 0 {
+                    Ok(())
+                } else {
+                    self.fields(fields)
+                }
+            }
             Kind::Struct(fields) => self.fields(fields),
             Kind::String => match self.len(field, false)? {
                 Some(n) => self.skip(field, n),

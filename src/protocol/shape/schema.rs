@@ -548,6 +548,61 @@ pub static DESCRIBE_CLUSTER: Message = Message {
     ],
 };
 
+/// `CreatePartitionsRequest` (valid versions 0-3, flexible 2+).
+pub static CREATE_PARTITIONS: Message = Message {
+    name: "CreatePartitionsRequest",
+    api_key: 37,
+    valid: V(0, 3),
+    flexible: V(2, MAX),
+    fields: &[
+        f(
+            "Topics",
+            Kind::Array(&Kind::Struct(&[
+                f("Name", Kind::String, V(0, MAX)),
+                f("Count", Kind::Int32, V(0, MAX)),
+                f(
+                    "Assignments",
+                    Kind::Array(&Kind::Struct(&[f(
+                        "BrokerIds",
+                        Kind::Array(&Kind::Int32),
+                        V(0, MAX),
+                    )])),
+                    V(0, MAX),
+                )
+                .nullable(V(0, MAX)),
+            ])),
+            V(0, MAX),
+        ),
+        f("TimeoutMs", Kind::Int32, V(0, MAX)),
+        f("ValidateOnly", Kind::Bool, V(0, MAX)),
+    ],
+};
+
+/// `DescribeTopicPartitionsRequest` (valid versions 0, flexible 0+).
+pub static DESCRIBE_TOPIC_PARTITIONS: Message = Message {
+    name: "DescribeTopicPartitionsRequest",
+    api_key: 75,
+    valid: V(0, 0),
+    flexible: V(0, MAX),
+    fields: &[
+        f(
+            "Topics",
+            Kind::Array(&Kind::Struct(&[f("Name", Kind::String, V(0, MAX))])),
+            V(0, MAX),
+        ),
+        f("ResponsePartitionLimit", Kind::Int32, V(0, MAX)),
+        f(
+            "Cursor",
+            Kind::Struct(&[
+                f("TopicName", Kind::String, V(0, MAX)),
+                f("PartitionIndex", Kind::Int32, V(0, MAX)),
+            ]),
+            V(0, MAX),
+        )
+        .nullable(V(0, MAX)),
+    ],
+};
+
 /// `SaslHandshakeRequest` (valid versions 0-1, flexible none).
 pub static SASL_HANDSHAKE: Message = Message {
     name: "SaslHandshakeRequest",
@@ -875,6 +930,8 @@ pub static ALL: &[&Message] = &[
     &INCREMENTAL_ALTER_CONFIGS,
     &OFFSET_DELETE,
     &DESCRIBE_CLUSTER,
+    &CREATE_PARTITIONS,
+    &DESCRIBE_TOPIC_PARTITIONS,
     &SASL_HANDSHAKE,
     &SASL_AUTHENTICATE,
     &DESCRIBE_USER_SCRAM_CREDENTIALS,

@@ -130,6 +130,12 @@ impl Sample {
                 self.value(f, elem);
                 self.value(f, elem);
             }
+            // A nullable struct: Kafka's int8 marker, -1 for null, 1 before the fields.
+            Kind::Struct(_) if null && std::ptr::eq(kind, &f.kind) => self.out.put_i8(-1),
+            Kind::Struct(fields) if f.nullable.has(self.version) && std::ptr::eq(kind, &f.kind) => {
+                self.out.put_i8(1);
+                self.fields(fields)
+            }
             Kind::Struct(fields) => self.fields(fields),
         }
     }
@@ -209,6 +215,8 @@ fn table_agrees_with_the_crate_for_every_supported_version() {
     agree::<IncrementalAlterConfigsRequest>(&INCREMENTAL_ALTER_CONFIGS);
     agree::<OffsetDeleteRequest>(&OFFSET_DELETE);
     agree::<DescribeClusterRequest>(&DESCRIBE_CLUSTER);
+    agree::<DescribeTopicPartitionsRequest>(&DESCRIBE_TOPIC_PARTITIONS);
+    agree::<CreatePartitionsRequest>(&CREATE_PARTITIONS);
     agree::<ConsumerProtocolSubscription>(&CONSUMER_PROTOCOL_SUBSCRIPTION);
 }
 
