@@ -55,11 +55,12 @@ fi
 # The whole suite runs on the default durable storage, again cache-only (--storage memory,
 # the benchmark mode), again on SeaweedMQ (--storage seaweedmq, a real SeaweedFS started by
 # scripts/seaweedfs.sh for the pass), so every engine sees every client, and last with
-# --advertise-shards.
+# --advertise-shards. (Suites of Kelps of their own whose subject stores nothing, TLS and
+# OAUTHBEARER, run on the local pass only: conftest.ENGINE_NEUTRAL.)
 for storage in local memory seaweedmq; do
   step "e2e with --storage $storage"
   rc=0
-  KELP_STORAGE=$storage python3 -m pytest -v -p no:cacheprovider tests/e2e || rc=$?
+  KELP_STORAGE=$storage python3 -m pytest -v -p no:cacheprovider --durations=15 tests/e2e || rc=$?
   if [ "$rc" -eq 5 ]; then
     echo "test.sh: pytest collected no tests (exit 5): failing" >&2
     exit 1
@@ -72,7 +73,7 @@ done
 # port, clients routed straight to the owning core), so every client meets that mode too.
 step "e2e with --storage local --advertise-shards"
 rc=0
-KELP_STORAGE=local KELP_ADVERTISE_SHARDS=1 python3 -m pytest -v -p no:cacheprovider tests/e2e || rc=$?
+KELP_STORAGE=local KELP_ADVERTISE_SHARDS=1 python3 -m pytest -v -p no:cacheprovider --durations=15 tests/e2e || rc=$?
 if [ "$rc" -ne 0 ]; then
   echo "test.sh: e2e suite failed with --advertise-shards (pytest exit $rc)" >&2
   exit 1
@@ -85,6 +86,6 @@ soak_cores=0-1
 KELP_BIN="$KELP_BIN" SOAK_CORES=$soak_cores perf/soak.sh "${KELP_SOAK_SECONDS:-360}"
 # Coverage-guided fuzzing of every decoder a client or the disk reaches, from the committed
 # corpora: a short smoke here; long runs by hand (scripts/fuzz.sh SECONDS).
-step "fuzz smoke: ${KELP_FUZZ_SECONDS:-60} s per target"
-scripts/fuzz.sh "${KELP_FUZZ_SECONDS:-60}"
+step "fuzz smoke: ${KELP_FUZZ_SECONDS:-30} s per target"
+scripts/fuzz.sh "${KELP_FUZZ_SECONDS:-30}"
 echo "test.sh: all passed"

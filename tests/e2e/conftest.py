@@ -397,6 +397,13 @@ OWN_KELPS = pytest.mark.skipif(
     bool(EXTERNAL) or ADVERTISE_SHARDS or STORAGE == "memory",
     reason="starts Kelps of its own: runs on the local and SeaweedMQ passes")
 
+# For suites of Kelps of their own whose subject stores nothing (TLS handshakes and
+# certificates, OAUTHBEARER tokens): the storage engine plays no part, so the local pass
+# alone runs them (the SeaweedMQ pass would repeat minutes of the same checks).
+ENGINE_NEUTRAL = pytest.mark.skipif(
+    bool(EXTERNAL) or ADVERTISE_SHARDS or STORAGE != "local",
+    reason="starts Kelps of its own and stores nothing: runs on the local pass")
+
 
 @pytest.fixture
 def sw(request):

@@ -7,7 +7,7 @@ reading the token from a file) and kafkajs (oauthBearerProvider). Expired, forge
 issued and unsigned tokens get SASL_AUTHENTICATION_FAILED worded with RFC 7628's error JSON;
 a connection's authentication ends with its token; SIGHUP re-reads the key set (key rotation).
 
-Each test starts its own Kelp (same storage as the pass)."""
+Each test starts its own Kelp; tokens store nothing, so only the local pass runs them."""
 
 import base64
 import functools
@@ -28,7 +28,7 @@ from test_listeners import ListenersBroker
 from test_sasl import authenticate, closed, handshake, metadata, refused
 from test_tls import pki, round_trip  # noqa: F401 (pki is a fixture)
 
-pytestmark = conftest.OWN_KELPS
+pytestmark = conftest.ENGINE_NEUTRAL
 
 ISSUER, AUDIENCE = "https://idp.kelp.test", "kelp"
 

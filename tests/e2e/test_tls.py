@@ -5,7 +5,7 @@ certificate from that CA (mTLS). A plaintext client, a client trusting another C
 server certificate and a client without a certificate on an mTLS listener all fail their
 connection, and Kelp keeps serving the good ones. SIGHUP reloads the certificate files.
 
-Each test starts its own Kelp (same storage as the pass)."""
+Each test starts its own Kelp; TLS stores nothing, so only the local pass runs them."""
 
 import datetime
 import functools
@@ -23,7 +23,7 @@ import conftest
 import kwire
 from conftest import require
 
-pytestmark = conftest.OWN_KELPS
+pytestmark = conftest.ENGINE_NEUTRAL
 
 
 def openssl(*args, cwd):
