@@ -75,6 +75,8 @@ pub mod code {
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     /// A partition count below 1.
     pub const INVALID_PARTITIONS: i16 = 37;
+    /// CreateTopics/CreatePartitions: replica assignments that do not fit.
+    pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
     /// A replication factor above 1: Kelp is one broker.
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;
     /// A topic config name or value Kelp does not accept.
@@ -181,6 +183,13 @@ pub enum KelpError {
     /// A partition count below 1 (the value sent).
     #[error("invalid partition count {0}")]
     InvalidPartitions(i32),
+    /// CreatePartitions asking for no more partitions than the topic has (current,
+    /// requested); Kafka's wording.
+    #[error("{}", partitions_not_increased(*.0, *.1))]
+    PartitionsNotIncreased(i32, i32),
+    /// CreatePartitions' replica assignments that do not fit the new partitions.
+    #[error("invalid replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
     /// A replication factor Kelp, one broker, cannot give (the value sent).
     #[error("replication factor {0} exceeds the 1 available broker")]
     InvalidReplicationFactor(i16),
@@ -369,7 +378,8 @@ impl KelpError {
             InvalidRequiredAcks(_) => code::INVALID_REQUIRED_ACKS,
             InvalidTopic(_) => code::INVALID_TOPIC_EXCEPTION,
             TopicAlreadyExists => code::TOPIC_ALREADY_EXISTS,
-            InvalidPartitions(_) => code::INVALID_PARTITIONS,
+            InvalidPartitions(_) | PartitionsNotIncreased(..) => code::INVALID_PARTITIONS,
+            InvalidReplicaAssignment(_) => code::INVALID_REPLICA_ASSIGNMENT,
             InvalidReplicationFactor(_) => code::INVALID_REPLICATION_FACTOR,
             InvalidConfig(_) => code::INVALID_CONFIG,
             InvalidRequest(_) => code::INVALID_REQUEST,
@@ -438,6 +448,16 @@ impl KelpError {
     /// Error message for responses that carry one (None where Kafka sends null).
     pub fn message(&self) -> Option<String> {
         Some(self.to_string())
+    }
+}
+
+fn partitions_not_increased(current: i32, requested: i32) -> String {
+    if current == requested {
+        format!("Topic already has {current} partitions.")
+    } else {
+        format!(
+            "Topic currently has {current} partitions, which is higher than the requested {requested}."
+        )
     }
 }
 

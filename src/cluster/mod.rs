@@ -395,6 +395,39 @@ impl Cluster {
         })
     }
 
+    /// CreatePartitions: raises the topic's partition count to `count` (more than it has).
+    /// With `validate_only` nothing is published but every check runs.
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<Arc<TopicMeta>, KelpError> {
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let meta = self.topic(name).ok_or(KelpError::UnknownTopicOrPartition)?;
+        if count <= meta.partitions {
+            return Err(KelpError::PartitionsNotIncreased(meta.partitions, count));
+        }
+        let grown = Arc::new(TopicMeta {
+            partitions: count,
+            ..TopicMeta::clone(&meta)
+        });
+        if !validate_only {
+            let m = grown.clone();
+            self.store_and_publish(|s| {
+                s.by_id.insert(m.id, m.clone());
+                s.topics.insert(m.name.clone(), m);
+            })?;
+            tracing::info!(
+                topic = name,
+                from = meta.partitions,
+                to = count,
+                "added partitions"
+            );
+        }
+        Ok(grown)
+    }
+
     /// Removes a topic from the metadata; shards drop its partitions when told.
     pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicMeta>, KelpError> {
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());

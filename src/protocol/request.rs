@@ -17,11 +17,11 @@ use kafka_protocol::messages::{
     SaslHandshakeRequest,
 };
 use kafka_protocol::messages::{
-    ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    DescribeTopicPartitionsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, DescribeTopicPartitionsRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
@@ -85,6 +85,7 @@ requests! {
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest) = INCREMENTAL_ALTER_CONFIGS,
     OffsetDelete(OffsetDeleteRequest) = OFFSET_DELETE,
     DescribeCluster(DescribeClusterRequest) = DESCRIBE_CLUSTER,
+    CreatePartitions(CreatePartitionsRequest) = CREATE_PARTITIONS,
     DescribeTopicPartitions(DescribeTopicPartitionsRequest) = DESCRIBE_TOPIC_PARTITIONS,
     SaslHandshake(SaslHandshakeRequest) = SASL_HANDSHAKE,
     SaslAuthenticate(SaslAuthenticateRequest) = SASL_AUTHENTICATE,

@@ -95,6 +95,8 @@ pub mod key {
     pub const DESCRIBE_TRANSACTIONS: i16 = 65;
     /// ListTransactions (KIP-664).
     pub const LIST_TRANSACTIONS: i16 = 66;
+    /// CreatePartitions: raise topics' partition counts.
+    pub const CREATE_PARTITIONS: i16 = 37;
     /// DescribeTopicPartitions (KIP-966): partitions and leaders, paged.
     pub const DESCRIBE_TOPIC_PARTITIONS: i16 = 75;
 }
@@ -366,6 +368,13 @@ pub const SUPPORTED: &[ApiSupport] = &[
         min: 0,
         max: 1,
         first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::CREATE_PARTITIONS,
+        name: "CreatePartitions",
+        min: 0,
+        max: 3,
+        first_flexible: 2,
     },
     ApiSupport {
         key: key::DESCRIBE_TOPIC_PARTITIONS,

@@ -95,6 +95,22 @@ impl Shard {
         }
     }
 
+    /// CreatePartitions: every check first, then the engine, then the metadata.
+    pub async fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<Arc<TopicMeta>, KelpError> {
+        let checked = self.cluster.add_partitions(name, count, true)?;
+        if validate_only {
+            return Ok(checked);
+        }
+        let from = self.cluster.topic(name).map_or(0, |m| m.partitions);
+        self.engine.add_partitions(name, from, count).await?;
+        self.cluster.add_partitions(name, count, false)
+    }
+
     /// IncrementalAlterConfigs: checks every override, stores them with the engine when it
     /// keeps them (SeaweedMQ's, on the filer), then publishes them.
     pub async fn set_topic_configs(

@@ -288,6 +288,18 @@ pub trait Engine: Send + Sync {
         value: Option<Vec<u8>>,
     ) -> LocalBoxFuture<'a, Result<(), KelpError>>;
 
+    /// Makes room for partitions `from..to` of a topic (CreatePartitions) before the metadata
+    /// shows them. Engines whose partitions open on first use need nothing.
+    fn add_partitions<'a>(
+        &'a self,
+        name: &'a str,
+        from: i32,
+        to: i32,
+    ) -> LocalBoxFuture<'a, Result<(), KelpError>> {
+        let _ = (name, from, to);
+        Box::pin(futures::future::ready(Ok(())))
+    }
+
     /// Deletes a topic from the engine's catalog (its partitions' data goes with it).
     fn delete_topic<'a>(&'a self, name: &'a str) -> LocalBoxFuture<'a, Result<(), KelpError>> {
         let _ = name;

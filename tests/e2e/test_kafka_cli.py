@@ -1,8 +1,11 @@
 """Apache Kafka's own kafka-topics tool (TopicCommand, Kafka 4.1) against Kelp: --create,
 --list and --describe, which in Kafka 4 asks with DescribeTopicPartitions (KIP-966) and pages
-through the partitions, and __consumer_offsets shown as Kafka's internal topic."""
+through the partitions, __consumer_offsets shown as Kafka's internal topic, and --alter
+--partitions (CreatePartitions): the new partitions take records at once and outlive a
+restart; SeaweedMQ storage refuses it (SeaweedMQ re-partitions into an empty generation)."""
 
 import re
+import time
 import uuid
 
 import conftest
@@ -54,3 +57,41 @@ def test_kafka_topics_create_list_describe(broker):
 def broker_ids(b):
     from confluent_kafka.admin import AdminClient
     return AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).brokers
+
+
+def test_kafka_topics_alter_partitions(broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    topic = f"grow-{uuid.uuid4().hex[:8]}"
+    topics_tool(broker, "--create", "--topic", topic, "--partitions", "2")
+    args = ("--bootstrap-server", broker.bootstrap, "--alter", "--topic", topic, "--partitions", "6")
+    if conftest.STORAGE == "seaweedmq":
+        r = conftest.kafka_tool(TOPICS, *args)
+        assert r.returncode != 0 and "re-partitions a topic" in r.stdout + r.stderr, r
+        assert len(partition_lines(topics_tool(broker, "--describe", "--topic", topic), topic)) == 2
+        return
+    topics_tool(broker, *args[2:])
+    assert len(partition_lines(topics_tool(broker, "--describe", "--topic", topic), topic)) == 6
+    # Fewer than it has: refused, as Kafka refuses it.
+    r = conftest.kafka_tool(TOPICS, *args[:-1], "3")
+    assert r.returncode != 0 and "higher than the requested 3" in r.stdout + r.stderr, r
+
+    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for part in range(6):
+        p.produce(topic, value=f"p{part}".encode(), partition=part)
+    assert p.flush(30) == 0
+    if conftest.STORAGE == "local" and not broker.external:
+        broker.restart()  # the new count is durable with the topic
+        assert len(partition_lines(topics_tool(broker, "--describe", "--topic", topic),
+                                   topic)) == 6
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"unused-{topic}",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, part, 0) for part in range(6)])
+    got, deadline = {}, time.monotonic() + 30
+    try:
+        while len(got) < 6 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got[m.partition()] = m.value()
+    finally:
+        c.close()
+    assert got == {part: f"p{part}".encode() for part in range(6)}

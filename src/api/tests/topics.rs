@@ -569,3 +569,126 @@ fn describe_topic_partitions_pages_by_partition_limit_and_cursor() {
         assert!(r.topics[0].is_internal && !r.topics[1].is_internal);
     });
 }
+
+#[test]
+fn create_partitions_grows_topics_and_refuses_what_kafka_refuses() {
+    use kafka_protocol::messages::create_partitions_request::{
+        CreatePartitionsAssignment, CreatePartitionsTopic,
+    };
+    use kafka_protocol::messages::CreatePartitionsRequest;
+    run(2, &[], |b| async move {
+        let c = &b.client;
+        create_topic(c, "g", 2).await;
+        produce_ok(c, "g", 0, batch(&["before"], 1)).await;
+        let topic = |name: &str, count: i32, assign: Option<Vec<Vec<i32>>>| {
+            CreatePartitionsTopic::default()
+                .with_name(topic_name(name))
+                .with_count(count)
+                .with_assignments(assign.map(|a| {
+                    a.into_iter()
+                        .map(|ids| {
+                            CreatePartitionsAssignment::default()
+                                .with_broker_ids(ids.into_iter().map(BrokerId).collect())
+                        })
+                        .collect()
+                }))
+        };
+        let send = |topics: Vec<CreatePartitionsTopic>, validate_only: bool| {
+            let c = c.clone();
+            async move {
+                let req = CreatePartitionsRequest::default()
+                    .with_topics(topics)
+                    .with_timeout_ms(5000)
+                    .with_validate_only(validate_only);
+                c.send(3, req)
+                    .await
+                    .results
+                    .into_iter()
+                    .map(|r| (r.name.0.to_string(), r.error_code))
+                    .collect::<Vec<_>>()
+            }
+        };
+        let partitions = || c.shard.cluster.topic("g").map(|m| m.partitions);
+        // validate_only: checked, nothing changes.
+        assert_eq!(
+            send(vec![topic("g", 4, None)], true).await,
+            [("g".into(), 0)]
+        );
+        assert_eq!(partitions(), Some(2));
+        let refused = send(
+            vec![
+                topic("g", 2, None),
+                topic("missing", 3, None),
+                topic("g", 1, None),
+                topic("g2", 3, Some(vec![vec![0]])),
+                topic("g3", 3, Some(vec![vec![7]])),
+                topic("g4", 3, Some(vec![vec![0, 0]])),
+                topic("__consumer_offsets", 60, None),
+            ],
+            false,
+        )
+        .await;
+        for t in ["g2", "g3", "g4"] {
+            create_topic(c, t, 1).await;
+        }
+        let refused_again = send(
+            vec![
+                topic("g2", 3, Some(vec![vec![0]])),
+                topic("g3", 3, Some(vec![vec![7], vec![0]])),
+                topic("g4", 3, Some(vec![vec![0, 0], vec![0]])),
+            ],
+            false,
+        )
+        .await;
+        // "g" twice in one request: both refused as duplicates.
+        assert_eq!(refused[0], ("g".into(), code::INVALID_REQUEST));
+        assert_eq!(
+            refused[1],
+            ("missing".into(), code::UNKNOWN_TOPIC_OR_PARTITION)
+        );
+        assert_eq!(refused[2], ("g".into(), code::INVALID_REQUEST));
+        assert_eq!(
+            refused[6],
+            ("__consumer_offsets".into(), code::INVALID_REQUEST)
+        );
+        assert_eq!(
+            refused_again,
+            [
+                ("g2".into(), code::INVALID_REPLICA_ASSIGNMENT),
+                ("g3".into(), code::INVALID_REPLICA_ASSIGNMENT),
+                ("g4".into(), code::INVALID_REPLICA_ASSIGNMENT),
+            ]
+        );
+        assert_eq!(
+            send(vec![topic("g", 2, None)], false).await[0].1,
+            code::INVALID_PARTITIONS
+        );
+        assert_eq!(partitions(), Some(2));
+
+        // Grown from shard 1's client; every shard serves the new partitions at once.
+        let grown = b
+            .on(1, |c| async move {
+                let req = CreatePartitionsRequest::default().with_topics(vec![
+                    CreatePartitionsTopic::default()
+                        .with_name(topic_name("g"))
+                        .with_count(5)
+                        .with_assignments(None),
+                ]);
+                c.send(0, req).await.results[0].error_code
+            })
+            .await;
+        assert_eq!(grown, code::NONE);
+        assert_eq!(partitions(), Some(5));
+        for p in 0..5 {
+            let base = produce_ok(c, "g", p, batch(&["after"], 2)).await;
+            assert_eq!(base, i64::from(p == 0), "p{p}");
+        }
+        let old: Vec<String> = records_of(&fetch(c, "g", 0, 0).await.records)
+            .into_iter()
+            .map(|r| r.2)
+            .collect();
+        assert_eq!(old, ["before", "after"]);
+        let assigned = send(vec![topic("g2", 2, Some(vec![vec![0]]))], false).await;
+        assert_eq!(assigned, [("g2".into(), 0)]);
+    });
+}

@@ -308,6 +308,23 @@ impl Engine for SeaweedMqEngine {
         Box::pin(self.fwd.set_topic_configs(name, configs.clone()))
     }
 
+    fn add_partitions<'a>(
+        &'a self,
+        name: &'a str,
+        from: i32,
+        to: i32,
+    ) -> LocalBoxFuture<'a, Result<(), KelpError>> {
+        let _ = (name, from, to);
+        // ConfigureTopic with another count starts a new generation of ranges whose
+        // partitions begin empty at offset 0 (../shared/specs, 5.1): the topic's records
+        // would be lost to Kafka readers, so it is refused rather than done.
+        Box::pin(futures::future::ready(Err(KelpError::InvalidRequest(
+            "SeaweedMQ storage cannot add partitions to an existing topic: SeaweedMQ \
+             re-partitions a topic into a new, empty generation"
+                .into(),
+        ))))
+    }
+
     fn delete_topic<'a>(&'a self, name: &'a str) -> LocalBoxFuture<'a, Result<(), KelpError>> {
         Box::pin(self.fwd.delete_topic(name))
     }
