@@ -26,12 +26,15 @@ struct Entry {
     source: i8,
     kind: ConfigType,
     doc: &'static str,
+    /// Kafka's synonyms, most specific first: (name, value, source).
+    synonyms: Vec<(String, String, i8)>,
 }
 
 fn broker_entries(ctx: &RequestContext) -> Vec<Entry> {
     let cfg = &ctx.shard.config;
     let e = |name: &str, value: String, kind, doc| Entry {
         name: name.into(),
+        synonyms: vec![(name.into(), value.clone(), SOURCE_STATIC_BROKER)],
         value,
         source: SOURCE_STATIC_BROKER,
         kind,
@@ -100,6 +103,14 @@ pub fn handle(
                     .iter()
                     .map(|d| {
                         let set = meta.configs.get(d.name);
+                        // The override, then the broker config that gives the default.
+                        let synonyms =
+                            set.map(|v| (d.name.to_string(), v.clone(), SOURCE_DYNAMIC_TOPIC))
+                                .into_iter()
+                                .chain(d.synonym.map(|s| {
+                                    (s.to_string(), d.default.to_string(), SOURCE_DEFAULT)
+                                }))
+                                .collect();
                         Entry {
                             name: d.name.into(),
                             value: set.cloned().unwrap_or_else(|| d.default.to_string()),
@@ -110,6 +121,7 @@ pub fn handle(
                             },
                             kind: d.kind,
                             doc: d.doc,
+                            synonyms,
                         }
                     })
                     .collect()),
@@ -141,10 +153,16 @@ pub fn handle(
                         c.config_source = e.source;
                         c.config_type = e.kind as i8;
                         if req.include_synonyms {
-                            c.synonyms = vec![DescribeConfigsSynonym::default()
-                                .with_name(sb(e.name))
-                                .with_value(Some(sb(e.value)))
-                                .with_source(e.source)];
+                            c.synonyms = e
+                                .synonyms
+                                .into_iter()
+                                .map(|(name, value, source)| {
+                                    DescribeConfigsSynonym::default()
+                                        .with_name(sb(name))
+                                        .with_value(Some(sb(value)))
+                                        .with_source(source)
+                                })
+                                .collect();
                         }
                         // Null unless asked for, as Kafka (the codec's default is "").
                         c.documentation = req.include_documentation.then(|| sb(e.doc));

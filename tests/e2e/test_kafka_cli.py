@@ -95,3 +95,25 @@ def test_kafka_topics_alter_partitions(broker):
     finally:
         c.close()
     assert got == {part: f"p{part}".encode() for part in range(6)}
+
+
+def test_kafka_configs_describes_every_topic_config_as_kafka(broker):
+    """kafka-configs --describe --all lists the 33 topic configs of Kafka 4.1 with their
+    defaults; configs Kelp does not act on (delete.retention.ms, as Kafka Connect and Streams
+    set them) are accepted at creation, values outside Kafka's limits refused."""
+    topic = f"cfg-{uuid.uuid4().hex[:8]}"
+    topics_tool(broker, "--create", "--topic", topic, "--partitions", "1",
+                "--config", "cleanup.policy=compact", "--config", "delete.retention.ms=100",
+                "--config", "min.compaction.lag.ms=5")
+    r = conftest.kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap,
+                            "--describe", "--all", "--entity-type", "topics",
+                            "--entity-name", topic)
+    assert r.returncode == 0, r.stdout + r.stderr
+    entries = dict(re.findall(r"^\s+([a-z0-9.]+)=(\S*) sensitive=false", r.stdout, re.M))
+    assert len(entries) == 33, r.stdout
+    assert entries["delete.retention.ms"] == "100" and entries["cleanup.policy"] == "compact"
+    assert entries["min.cleanable.dirty.ratio"] == "0.5" and entries["segment.index.bytes"] == \
+        "10485760", r.stdout
+    bad = conftest.kafka_tool(TOPICS, "--bootstrap-server", broker.bootstrap, "--create",
+                              "--topic", topic + "-bad", "--config", "min.cleanable.dirty.ratio=2")
+    assert bad.returncode != 0 and "min.cleanable.dirty.ratio" in bad.stdout + bad.stderr, bad

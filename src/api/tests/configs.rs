@@ -151,11 +151,18 @@ fn synonyms_and_documentation_come_when_asked() {
             .with_include_documentation(true);
         let resp = c.send(4, req).await;
         let e = entry(&resp.results[0], "cleanup.policy");
-        assert_eq!(e.synonyms.len(), 1);
-        let s = &e.synonyms[0];
+        // As Kafka: the override, then the broker config giving the default.
+        let syn: Vec<_> = e
+            .synonyms
+            .iter()
+            .map(|s| (s.name.as_str(), s.value.as_deref(), s.source))
+            .collect();
         assert_eq!(
-            (s.name.as_str(), s.value.as_deref(), s.source),
-            ("cleanup.policy", Some("compact"), 1)
+            syn,
+            [
+                ("cleanup.policy", Some("compact"), 1),
+                ("log.cleanup.policy", Some("delete"), 5)
+            ]
         );
         assert!(e.documentation.as_ref().is_some_and(|d| !d.is_empty()));
         // Not asked: neither.
