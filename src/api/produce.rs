@@ -64,6 +64,9 @@ pub async fn handle(
                 }
                 let records = p.records.ok_or(KelpError::InvalidRecord("null records"))?;
                 let batches = ValidatedBatches::validate(records, m.max_message_bytes())?;
+                if m.compacted() {
+                    batches.require_keys()?;
+                }
                 if txn_id.is_none() && batches.headers().any(|h| h.is_transactional()) {
                     // Kafka: transactional records need the request's transactional id
                     // (and WRITE on it).

@@ -53,6 +53,12 @@ impl TopicMeta {
             .unwrap_or(topic_config::DEFAULT_MAX_MESSAGE_BYTES)
     }
 
+    /// Whether `cleanup.policy` includes compact: records must have keys.
+    pub fn compacted(&self) -> bool {
+        self.config("cleanup.policy")
+            .is_some_and(|p| p.split(',').any(|v| v.trim() == "compact"))
+    }
+
     /// Whether the broker stamps appends with its own time
     /// (`message.timestamp.type=LogAppendTime`).
     pub fn log_append_time(&self) -> bool {

@@ -287,6 +287,30 @@ impl ValidatedBatches {
         self.batches.iter().map(|(_, h)| h)
     }
 
+    /// Refuses batches with a record without a key, for a compacted topic (Kafka's
+    /// LogValidator: "Compacted topic cannot accept message without key").
+    pub fn require_keys(&self) -> Result<(), KelpError> {
+        self.require_keys_within(walk::MAX_INFLATED_BYTES)
+    }
+
+    /// [`ValidatedBatches::require_keys`] inflating at most `cap` bytes per batch (fuzzing
+    /// uses a small cap; the broker the default).
+    pub fn require_keys_within(&self, cap: usize) -> Result<(), KelpError> {
+        for (start, h) in &self.batches {
+            let b = &self.buf[*start..*start + h.total_len()];
+            match walk::all_keyed(b, h, cap) {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(KelpError::InvalidRecord(
+                        "Compacted topic cannot accept message without key",
+                    ))
+                }
+                Err(e) => return Err(KelpError::InvalidRecord(e.why())),
+            }
+        }
+        Ok(())
+    }
+
     /// Stamps every batch with the broker's append time `now_ms`, for a topic with
     /// `message.timestamp.type=LogAppendTime`: as Kafka's LogValidator does, the
     /// timestamp-type bit and the max timestamp are rewritten in place and the CRC computed

@@ -259,6 +259,28 @@ pub fn check_plain_records(batch: &[u8], h: &BatchHeader) -> Result<i32, WalkErr
     Ok(c.read)
 }
 
+/// Whether every record of `batch` has a key (Kafka refuses keyless records on a compacted
+/// topic). A compressed batch is inflated, at most `cap` bytes: the price of a compacted
+/// topic, which Kafka pays too; an uncompressed one is walked where it lies.
+pub fn all_keyed(batch: &[u8], h: &BatchHeader, cap: usize) -> Result<bool, WalkError> {
+    let region = records_region(batch, h)?;
+    let inflated;
+    let data = match h.compression() {
+        0 => &batch[region],
+        codec => {
+            inflated = inflate(codec, &batch[region], cap)?;
+            &inflated[..]
+        }
+    };
+    let mut c = Cursor::new();
+    while let Some(p) = c.step(data, h)? {
+        if p.key.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// The records of one batch, read one at a time by [`Records::next_record`].
 #[derive(Debug)]
 pub struct Records {
@@ -398,6 +420,11 @@ pub(crate) mod tests {
     /// A batch of `values` with offset deltas 0.. and timestamps `ts + i`, compressed with
     /// `codec` by the kafka-protocol crate's encoder (what a Rust client sends).
     pub(crate) fn encoded_batch(codec: i16, values: &[&[u8]], ts: i64) -> Bytes {
+        encoded_batch_keyed(codec, values, ts, true)
+    }
+
+    /// [`encoded_batch`], with keys `k0`, `k1`… or (`keyed` false) null keys.
+    pub(crate) fn encoded_batch_keyed(codec: i16, values: &[&[u8]], ts: i64, keyed: bool) -> Bytes {
         use kafka_protocol::records::{
             Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
         };
@@ -415,7 +442,7 @@ pub(crate) mod tests {
                 offset: i as i64,
                 sequence: i as i32 - 1,
                 timestamp: ts + i as i64,
-                key: Some(Bytes::from(format!("k{i}"))),
+                key: keyed.then(|| Bytes::from(format!("k{i}"))),
                 value: Some(Bytes::copy_from_slice(v)),
                 headers: Default::default(),
             })
@@ -549,5 +576,20 @@ pub(crate) mod tests {
             check_records(&with_count(&g, 3, None), MAX_INFLATED_BYTES),
             Err(WalkError::BadCompression(_))
         ));
+    }
+
+    #[test]
+    fn all_keyed_reads_plain_and_compressed_batches() {
+        for codec in [0, 1, 2, 3, 4] {
+            for keyed in [true, false] {
+                let b = encoded_batch_keyed(codec, &[b"a", b"b"], 1, keyed);
+                let h = BatchHeader::parse(&b).unwrap();
+                assert_eq!(
+                    all_keyed(&b, &h, MAX_INFLATED_BYTES),
+                    Ok(keyed),
+                    "codec {codec}"
+                );
+            }
+        }
     }
 }

@@ -181,6 +181,29 @@ def test_log_append_time_topic(broker, codec):
         assert ts_type in types and ts == stamped[off], (off, ts_type, ts, stamped[off])
 
 
+def test_compacted_topic_refuses_keyless_records(broker):
+    """cleanup.policy=compact: a record without a key is refused with INVALID_RECORD, as Kafka
+    refuses it (librdkafka's test 0011); keyed records go in, compressed or not."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = topic_name("compact")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    new = NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})
+    for f in admin.create_topics([new], operation_timeout=15).values():
+        f.result(30)
+    for codec in ("none", "zstd"):
+        p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
+                      "acks": "all", "enable.idempotence": False, "retries": 0})
+        results = []
+        p.produce(topic, value=b"no key", on_delivery=lambda err, msg: results.append(err))
+        assert p.flush(30) == 0
+        p.produce(topic, key=b"k", value=b"keyed", on_delivery=lambda err, m: results.append(err))
+        assert p.flush(30) == 0
+        assert results[0] is not None and results[0].code() == KafkaError.INVALID_RECORD, results
+        assert results[1] is None, results
+
+
 # --------------------------------------------------------------------------------------------
 # kafka-python
 # --------------------------------------------------------------------------------------------

@@ -376,3 +376,25 @@ fn log_append_time_topics_get_the_brokers_time() {
         );
     });
 }
+
+#[test]
+fn compacted_topics_refuse_records_without_keys() {
+    use crate::record::walk::tests::encoded_batch_keyed;
+    run(1, &[], |b| async move {
+        let c = &b.client;
+        create_topic_with(c, "compacted", 1, &[("cleanup.policy", "compact,delete")]).await;
+        create_topic(c, "plain", 1).await;
+        let keyless = |codec| BytesMut::from(&encoded_batch_keyed(codec, &[b"v"], 1, false)[..]);
+        for codec in [0, 4] {
+            let r = produce(c, "compacted", 0, keyless(codec)).await;
+            assert_eq!(r.error_code, code::INVALID_RECORD, "codec {codec}");
+            assert_eq!(
+                produce_ok(c, "plain", 0, keyless(codec)).await,
+                i64::from(codec == 4)
+            );
+        }
+        let keyed = BytesMut::from(&crate::record::walk::tests::encoded_batch(4, &[b"v"], 1)[..]);
+        assert_eq!(produce_ok(c, "compacted", 0, keyed).await, 0);
+        assert_eq!(produce_ok(c, "compacted", 0, batch(&["w"], 2)).await, 1);
+    });
+}
