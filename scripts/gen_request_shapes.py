@@ -46,6 +46,7 @@ MESSAGES = [
     ("OFFSET_DELETE", "OffsetDeleteRequest"),
     ("DESCRIBE_CLUSTER", "DescribeClusterRequest"),
     ("CREATE_PARTITIONS", "CreatePartitionsRequest"),
+    ("ALTER_CONFIGS", "AlterConfigsRequest"),
     ("DESCRIBE_TOPIC_PARTITIONS", "DescribeTopicPartitionsRequest"),
     ("SASL_HANDSHAKE", "SaslHandshakeRequest"),
     ("SASL_AUTHENTICATE", "SaslAuthenticateRequest"),

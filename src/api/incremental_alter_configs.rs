@@ -83,38 +83,57 @@ fn apply(
     Ok(next)
 }
 
+/// One resource of IncrementalAlterConfigs or AlterConfigs: the authorization and resource
+/// checks both share, then the topic's overrides become `change(current)` (stored unless
+/// `validate_only`).
+pub(super) async fn alter_topic(
+    ctx: &RequestContext,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    change: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, KelpError>,
+) -> Result<(), KelpError> {
+    if resource_type == RESOURCE_TOPIC
+        && !ctx.allowed(Operation::AlterConfigs, ResourceType::Topic, name)
+    {
+        return Err(KelpError::TopicAuthorizationFailed);
+    }
+    if resource_type != RESOURCE_TOPIC && !ctx.cluster_allowed(Operation::AlterConfigs) {
+        return Err(KelpError::ClusterAuthorizationFailed);
+    }
+    if resource_type != RESOURCE_TOPIC {
+        return Err(KelpError::InvalidRequest(
+            "only topic configs can be altered; broker configs are command-line flags".into(),
+        ));
+    }
+    let meta = ctx
+        .shard
+        .cluster
+        .topic(name)
+        .ok_or(KelpError::UnknownTopicOrPartition)?;
+    let next = change(&meta.configs)?;
+    if validate_only {
+        return Ok(());
+    }
+    ctx.shard.set_topic_configs(name, next).await
+}
+
 /// Handles an IncrementalAlterConfigs request.
 pub async fn handle(
     ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> Result<Response, ConnectionError> {
-    let cluster = &ctx.shard.cluster;
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in &req.resources {
         let name = res.resource_name.to_string();
-        let outcome = if res.resource_type == RESOURCE_TOPIC
-            && !ctx.allowed(Operation::AlterConfigs, ResourceType::Topic, &name)
-        {
-            Err(KelpError::TopicAuthorizationFailed)
-        } else if res.resource_type != RESOURCE_TOPIC
-            && !ctx.cluster_allowed(Operation::AlterConfigs)
-        {
-            Err(KelpError::ClusterAuthorizationFailed)
-        } else if res.resource_type != RESOURCE_TOPIC {
-            Err(KelpError::InvalidRequest(
-                "only topic configs can be altered; broker configs are command-line flags".into(),
-            ))
-        } else {
-            match cluster
-                .topic(&name)
-                .ok_or(KelpError::UnknownTopicOrPartition)
-                .and_then(|meta| apply(&meta.configs, res))
-            {
-                Ok(next) if !req.validate_only => ctx.shard.set_topic_configs(&name, next).await,
-                Ok(_) => Ok(()),
-                Err(e) => Err(e),
-            }
-        };
+        let outcome = alter_topic(
+            ctx,
+            res.resource_type,
+            &name,
+            req.validate_only,
+            |current| apply(current, res),
+        )
+        .await;
         let mut r = AlterConfigsResourceResponse::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();

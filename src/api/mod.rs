@@ -5,6 +5,7 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_acls;
@@ -252,6 +253,7 @@ pub async fn dispatch(
         Request::DescribeConfigs(r) => describe_configs::handle(&ctx, r).map(Some),
         Request::DescribeCluster(r) => describe_cluster::handle(&ctx, r).map(Some),
         Request::CreatePartitions(r) => create_partitions::handle(&ctx, r).await.map(Some),
+        Request::AlterConfigs(r) => alter_configs::handle(&ctx, r).await.map(Some),
         Request::DescribeTopicPartitions(r) => describe_topic_partitions::handle(&ctx, r).map(Some),
         Request::DeleteRecords(r) => delete_records::handle(&ctx, r).await.map(Some),
         Request::IncrementalAlterConfigs(r) => {

@@ -12,17 +12,18 @@ use kafka_protocol::messages::{
     DescribeTransactionsRequest, EndTxnRequest, ListTransactionsRequest, TxnOffsetCommitRequest,
 };
 use kafka_protocol::messages::{
+    AlterConfigsRequest, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeTopicPartitionsRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, SyncGroupRequest,
+};
+use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
     DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest, SaslAuthenticateRequest,
     SaslHandshakeRequest,
-};
-use kafka_protocol::messages::{
-    ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, DescribeTopicPartitionsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -86,6 +87,7 @@ requests! {
     OffsetDelete(OffsetDeleteRequest) = OFFSET_DELETE,
     DescribeCluster(DescribeClusterRequest) = DESCRIBE_CLUSTER,
     CreatePartitions(CreatePartitionsRequest) = CREATE_PARTITIONS,
+    AlterConfigs(AlterConfigsRequest) = ALTER_CONFIGS,
     DescribeTopicPartitions(DescribeTopicPartitionsRequest) = DESCRIBE_TOPIC_PARTITIONS,
     SaslHandshake(SaslHandshakeRequest) = SASL_HANDSHAKE,
     SaslAuthenticate(SaslAuthenticateRequest) = SASL_AUTHENTICATE,

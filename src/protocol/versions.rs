@@ -95,6 +95,8 @@ pub mod key {
     pub const DESCRIBE_TRANSACTIONS: i16 = 65;
     /// ListTransactions (KIP-664).
     pub const LIST_TRANSACTIONS: i16 = 66;
+    /// AlterConfigs: replace a topic's config overrides (the form before key 44).
+    pub const ALTER_CONFIGS: i16 = 33;
     /// CreatePartitions: raise topics' partition counts.
     pub const CREATE_PARTITIONS: i16 = 37;
     /// DescribeTopicPartitions (KIP-966): partitions and leaders, paged.
@@ -368,6 +370,13 @@ pub const SUPPORTED: &[ApiSupport] = &[
         min: 0,
         max: 1,
         first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::ALTER_CONFIGS,
+        name: "AlterConfigs",
+        min: 0,
+        max: 2,
+        first_flexible: 2,
     },
     ApiSupport {
         key: key::CREATE_PARTITIONS,

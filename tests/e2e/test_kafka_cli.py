@@ -117,3 +117,22 @@ def test_kafka_configs_describes_every_topic_config_as_kafka(broker):
     bad = conftest.kafka_tool(TOPICS, "--bootstrap-server", broker.bootstrap, "--create",
                               "--topic", topic + "-bad", "--config", "min.cleanable.dirty.ratio=2")
     assert bad.returncode != 0 and "min.cleanable.dirty.ratio" in bad.stdout + bad.stderr, bad
+
+
+def test_kafka_python_alter_configs_legacy(broker):
+    """kafka-python's admin alter_configs with incremental=False sends AlterConfigs (key 33,
+    the form before IncrementalAlterConfigs), whose overrides replace the topic's: the client
+    sends the other dynamic overrides it read along, so both survive."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+    topic = f"legacy-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"retention.ms": "1000"})])
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                            configs={"retention.bytes": "123456"})],
+                            incremental=False)
+        out = topics_tool(broker, "--describe", "--topic", topic)
+        configs = re.search(r"Configs: (.*)", out).group(1)
+        assert "retention.bytes=123456" in configs and "retention.ms=1000" in configs, out
+    finally:
+        admin.close()

@@ -318,3 +318,89 @@ fn an_altered_max_message_bytes_applies_to_the_next_produce_on_every_shard() {
         }
     });
 }
+
+#[test]
+fn legacy_alter_configs_replaces_every_override() {
+    use kafka_protocol::messages::alter_configs_request::{
+        AlterConfigsResource as Legacy, AlterableConfig as LegacyConfig,
+    };
+    use kafka_protocol::messages::AlterConfigsRequest;
+    run(1, &[], |b| async move {
+        let c = &b.client;
+        create_topic_with(
+            c,
+            "t",
+            1,
+            &[("retention.ms", "1000"), ("cleanup.policy", "compact")],
+        )
+        .await;
+        let legacy = |kind: i8, name: &str, configs: &[(&str, Option<&str>)]| {
+            Legacy::default()
+                .with_resource_type(kind)
+                .with_resource_name(sb(name))
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            LegacyConfig::default()
+                                .with_name(sb(*k))
+                                .with_value(v.map(sb))
+                        })
+                        .collect(),
+                )
+        };
+        let send = |resources: Vec<Legacy>, validate_only: bool| {
+            let c = c.clone();
+            async move {
+                let req = AlterConfigsRequest::default()
+                    .with_resources(resources)
+                    .with_validate_only(validate_only);
+                c.send(1, req)
+                    .await
+                    .responses
+                    .iter()
+                    .map(|r| r.error_code)
+                    .collect::<Vec<_>>()
+            }
+        };
+        let codes = send(
+            vec![
+                legacy(TOPIC, "t", &[("retention.ms", Some("soon"))]),
+                legacy(TOPIC, "t", &[("retention.ms", None)]),
+                legacy(TOPIC, "missing", &[("retention.ms", Some("5"))]),
+                legacy(BROKER, "0", &[("num.partitions", Some("3"))]),
+            ],
+            false,
+        )
+        .await;
+        assert_eq!(
+            codes,
+            [
+                code::INVALID_CONFIG,
+                code::INVALID_REQUEST,
+                code::UNKNOWN_TOPIC_OR_PARTITION,
+                code::INVALID_REQUEST
+            ]
+        );
+        let set = [("retention.bytes", Some("5000"))];
+        assert_eq!(send(vec![legacy(TOPIC, "t", &set)], true).await, [0]);
+        assert_eq!(
+            topic_config(c, "t", "retention.ms").await,
+            ("1000".into(), 1)
+        );
+        // The overrides become exactly what was sent: the others go back to their defaults.
+        assert_eq!(send(vec![legacy(TOPIC, "t", &set)], false).await, [0]);
+        assert_eq!(
+            topic_config(c, "t", "retention.bytes").await,
+            ("5000".into(), 1)
+        );
+        assert_eq!(
+            topic_config(c, "t", "retention.ms").await,
+            ("604800000".into(), 5)
+        );
+        assert_eq!(
+            topic_config(c, "t", "cleanup.policy").await,
+            ("delete".into(), 5)
+        );
+    });
+}

@@ -578,6 +578,33 @@ pub static CREATE_PARTITIONS: Message = Message {
     ],
 };
 
+/// `AlterConfigsRequest` (valid versions 0-2, flexible 2+).
+pub static ALTER_CONFIGS: Message = Message {
+    name: "AlterConfigsRequest",
+    api_key: 33,
+    valid: V(0, 2),
+    flexible: V(2, MAX),
+    fields: &[
+        f(
+            "Resources",
+            Kind::Array(&Kind::Struct(&[
+                f("ResourceType", Kind::Int8, V(0, MAX)),
+                f("ResourceName", Kind::String, V(0, MAX)),
+                f(
+                    "Configs",
+                    Kind::Array(&Kind::Struct(&[
+                        f("Name", Kind::String, V(0, MAX)),
+                        f("Value", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+                    ])),
+                    V(0, MAX),
+                ),
+            ])),
+            V(0, MAX),
+        ),
+        f("ValidateOnly", Kind::Bool, V(0, MAX)),
+    ],
+};
+
 /// `DescribeTopicPartitionsRequest` (valid versions 0, flexible 0+).
 pub static DESCRIBE_TOPIC_PARTITIONS: Message = Message {
     name: "DescribeTopicPartitionsRequest",
@@ -931,6 +958,7 @@ pub static ALL: &[&Message] = &[
     &OFFSET_DELETE,
     &DESCRIBE_CLUSTER,
     &CREATE_PARTITIONS,
+    &ALTER_CONFIGS,
     &DESCRIBE_TOPIC_PARTITIONS,
     &SASL_HANDSHAKE,
     &SASL_AUTHENTICATE,

@@ -217,6 +217,7 @@ fn table_agrees_with_the_crate_for_every_supported_version() {
     agree::<DescribeClusterRequest>(&DESCRIBE_CLUSTER);
     agree::<DescribeTopicPartitionsRequest>(&DESCRIBE_TOPIC_PARTITIONS);
     agree::<CreatePartitionsRequest>(&CREATE_PARTITIONS);
+    agree::<AlterConfigsRequest>(&ALTER_CONFIGS);
     agree::<ConsumerProtocolSubscription>(&CONSUMER_PROTOCOL_SUBSCRIPTION);
 }
 

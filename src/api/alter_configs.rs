@@ -1,0 +1,55 @@
+//! AlterConfigs (key 33, v0-v2), the form before IncrementalAlterConfigs that older admin
+//! clients (kafka-python, Sarama) still send: a topic's overrides become exactly the configs
+//! given, every one validated as CreateTopics validates it; configs left out go back to
+//! their defaults. Broker configs are command-line flags and are refused.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::alter_configs_response::{
+    AlterConfigsResourceResponse, AlterConfigsResponse,
+};
+use kafka_protocol::messages::AlterConfigsRequest;
+
+use super::incremental_alter_configs::alter_topic;
+use super::{encoded, sb, RequestContext};
+use crate::cluster::topic_config;
+use crate::error::{code, ConnectionError, KelpError};
+use crate::protocol::Response;
+
+/// Handles an AlterConfigs request.
+pub async fn handle(
+    ctx: &RequestContext,
+    req: AlterConfigsRequest,
+) -> Result<Response, ConnectionError> {
+    let mut resp = AlterConfigsResponse::default();
+    for res in &req.resources {
+        let name = res.resource_name.to_string();
+        let outcome = alter_topic(ctx, res.resource_type, &name, req.validate_only, |_| {
+            let mut next = BTreeMap::new();
+            for c in &res.configs {
+                let key = c.name.to_string();
+                // Kafka: the legacy form has no way to delete one config; null is refused.
+                let value = c.value.as_ref().ok_or_else(|| {
+                    KelpError::InvalidRequest(format!("Null value not supported for : {key}"))
+                })?;
+                topic_config::validate(&key, value)?;
+                next.insert(key, value.to_string());
+            }
+            Ok(next)
+        })
+        .await;
+        let mut r = AlterConfigsResourceResponse::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        match outcome {
+            Ok(()) => r.error_code = code::NONE,
+            Err(e) => {
+                tracing::debug!(resource = %name, error = %e, "alter configs refused");
+                r.error_code = e.code();
+                r.error_message = Some(sb(e.to_string()));
+            }
+        }
+        resp.responses.push(r);
+    }
+    encoded(Response::encode(&ctx.header, &resp))
+}
