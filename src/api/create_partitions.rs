@@ -13,10 +13,10 @@ use kafka_protocol::messages::create_partitions_response::{
 };
 use kafka_protocol::messages::CreatePartitionsRequest;
 
-use super::{encoded, sb, RequestContext};
+use super::{encoded, outcome_fields, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::cluster::internal;
-use crate::error::{code, ConnectionError, KelpError};
+use crate::error::{ConnectionError, KelpError};
 use crate::protocol::Response;
 
 /// Handles a CreatePartitions request.
@@ -43,14 +43,7 @@ pub async fn handle(
         };
         let mut r = CreatePartitionsTopicResult::default();
         r.name = t.name.clone();
-        match outcome {
-            Ok(()) => r.error_code = code::NONE,
-            Err(e) => {
-                tracing::debug!(topic = %name, error = %e, "create partitions refused");
-                r.error_code = e.code();
-                r.error_message = e.message().map(sb);
-            }
-        }
+        (r.error_code, r.error_message) = outcome_fields("create partitions", &name, outcome);
         resp.results.push(r);
     }
     encoded(Response::encode(&ctx.header, &resp))

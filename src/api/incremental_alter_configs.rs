@@ -10,10 +10,10 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
 };
 use kafka_protocol::messages::IncrementalAlterConfigsRequest;
 
-use super::{encoded, sb, RequestContext};
+use super::{encoded, outcome_fields, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::cluster::topic_config;
-use crate::error::{code, ConnectionError, KelpError};
+use crate::error::{ConnectionError, KelpError};
 use crate::protocol::Response;
 
 const RESOURCE_TOPIC: i8 = 2;
@@ -137,14 +137,7 @@ pub async fn handle(
         let mut r = AlterConfigsResourceResponse::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
-        match outcome {
-            Ok(()) => r.error_code = code::NONE,
-            Err(e) => {
-                tracing::debug!(resource = %name, error = %e, "alter configs refused");
-                r.error_code = e.code();
-                r.error_message = Some(sb(e.to_string()));
-            }
-        }
+        (r.error_code, r.error_message) = outcome_fields("alter configs", &name, outcome);
         resp.responses.push(r);
     }
     encoded(Response::encode(&ctx.header, &resp))

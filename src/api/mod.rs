@@ -300,6 +300,22 @@ pub(crate) fn topic_name(s: impl Into<String>) -> TopicName {
     TopicName(sb(s))
 }
 
+/// Error code and message of one resource's outcome (admin requests answer per topic or
+/// resource); a refusal is logged at debug, naming `what` was refused for `name`.
+pub(crate) fn outcome_fields(
+    what: &str,
+    name: &str,
+    outcome: Result<(), KelpError>,
+) -> (i16, Option<StrBytes>) {
+    match outcome {
+        Ok(()) => (crate::error::code::NONE, None),
+        Err(e) => {
+            tracing::debug!(resource = %name, error = %e, "{what} refused");
+            (e.code(), e.message().map(sb))
+        }
+    }
+}
+
 /// Error code of a result.
 pub(crate) fn code_of<T>(r: &Result<T, KelpError>) -> i16 {
     match r {

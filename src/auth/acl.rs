@@ -10,9 +10,9 @@
 //! (`shard/security.rs`) as the SCRAM credentials are. Calls nothing.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use arc_swap::ArcSwap;
+use super::refreshed::Refreshed;
 use serde::{Deserialize, Serialize};
 
 /// The engine record space of ACL bindings.
@@ -278,37 +278,26 @@ impl AclFilter {
 /// Every ACL binding.
 #[derive(Default)]
 pub struct Acls {
-    bindings: ArcSwap<Vec<AclBinding>>,
-    /// Counts the changes made since start, as [`crate::auth::credentials::Credentials`]
-    /// does: a re-read that began before a change does not undo it.
-    changes: Mutex<u64>,
+    bindings: Refreshed<Vec<AclBinding>>,
 }
 
 impl Acls {
     /// Replaces the snapshot with the stored `records` (key, JSON); records that do not
     /// decode are logged and skipped.
     pub fn set_all(&self, records: Vec<(String, Vec<u8>)>) {
-        let all = Self::decode(records);
-        let _changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
-        self.bindings.store(Arc::new(all));
+        self.bindings.set(Self::decode(records));
     }
 
     /// How many changes have been made: taken before a re-read of the records and handed
     /// to [`Acls::refresh`].
     pub fn changes(&self) -> u64 {
-        *self.changes.lock().unwrap_or_else(|e| e.into_inner())
+        self.bindings.changes()
     }
 
     /// Replaces the snapshot with `records` read after [`Acls::changes`] returned `since`,
     /// unless a change was made meanwhile. True if replaced.
     pub fn refresh(&self, records: Vec<(String, Vec<u8>)>, since: u64) -> bool {
-        let all = Self::decode(records);
-        let changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
-        if *changes != since {
-            return false;
-        }
-        self.bindings.store(Arc::new(all));
-        true
+        self.bindings.refresh(Self::decode(records), since)
     }
 
     fn decode(records: Vec<(String, Vec<u8>)>) -> Vec<AclBinding> {
@@ -339,8 +328,7 @@ impl Acls {
 
     /// Puts bindings (once stored) into the snapshot.
     pub fn add(&self, added: &[AclBinding]) {
-        *self.changes.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        self.bindings.rcu(|all| {
+        self.bindings.change(|all| {
             let mut all = Vec::clone(all);
             all.extend(added.iter().cloned());
             all.sort();
@@ -351,8 +339,7 @@ impl Acls {
 
     /// Takes bindings (once their records are deleted) out of the snapshot.
     pub fn remove(&self, removed: &[AclBinding]) {
-        *self.changes.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        self.bindings.rcu(|all| {
+        self.bindings.change(|all| {
             all.iter()
                 .filter(|b| !removed.contains(b))
                 .cloned()

@@ -8,10 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwap;
-
+use super::refreshed::Refreshed;
 use super::scram::{Credential, Mechanism, MIN_ITERATIONS};
 use crate::error::KelpError;
 
@@ -24,11 +22,7 @@ pub type UserCredentials = BTreeMap<Mechanism, Credential>;
 /// Every user's SCRAM credentials.
 #[derive(Default)]
 pub struct Credentials {
-    users: ArcSwap<HashMap<String, UserCredentials>>,
-    /// Counts the changes put in since start. A re-read of the records that began before a
-    /// change must not replace the snapshot with records that lack it; the lock makes the
-    /// check and the replacement one step against a change on another shard.
-    changes: Mutex<u64>,
+    users: Refreshed<HashMap<String, UserCredentials>>,
     loaded: AtomicBool,
     loaded_event: event_listener::Event,
 }
@@ -68,28 +62,20 @@ impl Credentials {
     /// Replaces the snapshot with the stored `records` (user, JSON); records that do not
     /// decode are logged and skipped (one bad file must not lock every user out).
     pub fn set_all(&self, records: Vec<(String, Vec<u8>)>) {
-        let users = Self::decode(records);
-        let _changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
-        self.users.store(Arc::new(users));
+        self.users.set(Self::decode(records));
     }
 
     /// How many changes [`Credentials::put`] has made: taken before a re-read of the records
     /// and handed to [`Credentials::refresh`].
     pub fn changes(&self) -> u64 {
-        *self.changes.lock().unwrap_or_else(|e| e.into_inner())
+        self.users.changes()
     }
 
     /// Replaces the snapshot with `records` read after [`Credentials::changes`] returned
     /// `since`, unless a change was put in meanwhile (the records may predate it; the next
     /// re-read has it). True if replaced.
     pub fn refresh(&self, records: Vec<(String, Vec<u8>)>, since: u64) -> bool {
-        let users = Self::decode(records);
-        let changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
-        if *changes != since {
-            return false;
-        }
-        self.users.store(Arc::new(users));
-        true
+        self.users.refresh(Self::decode(records), since)
     }
 
     fn decode(records: Vec<(String, Vec<u8>)>) -> HashMap<String, UserCredentials> {
@@ -155,9 +141,7 @@ impl Credentials {
 
     /// Puts `user`'s credentials (once stored) into the snapshot.
     pub fn put(&self, user: &str, creds: UserCredentials) {
-        let mut changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
-        *changes += 1;
-        self.users.rcu(|all| {
+        self.users.change(|all| {
             let mut all = HashMap::clone(all);
             if creds.is_empty() {
                 all.remove(user);

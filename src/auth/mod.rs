@@ -9,6 +9,7 @@ pub mod acl;
 pub mod credentials;
 pub mod oauth;
 pub mod principal;
+pub mod refreshed;
 pub mod sasl;
 pub mod scram;
 
