@@ -5,8 +5,6 @@
 //! Topics come sorted by name; asking for none lists every topic the principal may
 //! describe, `__consumer_offsets` included (`cluster::internal`).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition,
     DescribeTopicPartitionsResponseTopic,
@@ -15,7 +13,7 @@ use kafka_protocol::messages::{BrokerId, DescribeTopicPartitionsRequest};
 
 use super::{encoded, topic_name, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
-use crate::cluster::{internal, TopicMeta};
+use crate::cluster::internal;
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
@@ -36,20 +34,13 @@ pub fn handle(
     req: DescribeTopicPartitionsRequest,
 ) -> Result<Response, ConnectionError> {
     let cluster = &ctx.shard.cluster;
-    let snap = cluster.snapshot();
-    let offsets = Arc::new(internal::consumer_offsets(&cluster.cluster_id));
-    let lookup = |name: &str| -> Option<Arc<TopicMeta>> {
-        snap.topic(name)
-            .cloned()
-            .or_else(|| cluster.described_topic(name))
-    };
     let describable = |name: &str| ctx.allowed(Operation::Describe, ResourceType::Topic, name);
     let mut names: Vec<String> = if req.topics.is_empty() {
         // Kafka lists only the topics the principal may describe.
-        snap.topics
-            .keys()
-            .cloned()
-            .chain((!snap.topics.contains_key(&offsets.name)).then(|| offsets.name.clone()))
+        cluster
+            .described_topics()
+            .into_iter()
+            .map(|m| m.name.clone())
             .filter(|n| describable(n))
             .collect()
     } else {
@@ -81,7 +72,7 @@ pub fn handle(
                 .push(error_topic(&name, &KelpError::TopicAuthorizationFailed));
             continue;
         }
-        let Some(meta) = lookup(&name) else {
+        let Some(meta) = cluster.described_topic(&name) else {
             resp.topics
                 .push(error_topic(&name, &KelpError::UnknownTopicOrPartition));
             continue;

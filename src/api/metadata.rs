@@ -73,18 +73,15 @@ pub async fn handle(
     };
     let topics: Vec<MetadataResponseTopic> = match requested {
         None => {
-            let snap = cluster.snapshot();
-            let offsets = Arc::new(internal::consumer_offsets(&cluster.cluster_id));
             // Kafka lists only the topics the principal may describe.
-            let mut all: Vec<&Arc<TopicMeta>> = snap
-                .topics
-                .values()
-                .chain((!snap.topics.contains_key(&offsets.name)).then_some(&offsets))
+            let mut all: Vec<Arc<TopicMeta>> = cluster
+                .described_topics()
+                .into_iter()
                 .filter(|m| ctx.allowed(Operation::Describe, ResourceType::Topic, &m.name))
                 .collect();
             all.sort_by(|a, b| a.name.cmp(&b.name));
             all.into_iter()
-                .map(|m| topic_entry(m, cluster, topic_ops(&m.name)))
+                .map(|m| topic_entry(&m, cluster, topic_ops(&m.name)))
                 .collect()
         }
         Some(ts) => {
@@ -126,15 +123,7 @@ pub async fn handle(
                             Err(e) => error_entry(Some(name.0.as_str()), t.topic_id, &e),
                         }
                     }
-                    None => match cluster
-                        .snapshot()
-                        .by_id
-                        .get(&t.topic_id)
-                        .cloned()
-                        .or_else(|| {
-                            let m = internal::consumer_offsets(&cluster.cluster_id);
-                            (m.id == t.topic_id).then(|| Arc::new(m))
-                        }) {
+                    None => match cluster.described_topic_by_id(&t.topic_id) {
                         Some(m)
                             if !ctx.allowed(Operation::Describe, ResourceType::Topic, &m.name) =>
                         {

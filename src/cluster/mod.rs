@@ -267,6 +267,23 @@ impl Cluster {
         })
     }
 
+    /// Every topic to describe: the stored ones, and Kafka's internal topic unless a stored
+    /// topic has its name ([`internal`]). Unsorted.
+    pub fn described_topics(&self) -> Vec<Arc<TopicMeta>> {
+        let snap = self.snapshot.load();
+        let offsets = (!snap.topics.contains_key(internal::CONSUMER_OFFSETS))
+            .then(|| Arc::new(internal::consumer_offsets(&self.cluster_id)));
+        snap.topics.values().cloned().chain(offsets).collect()
+    }
+
+    /// A topic to describe by id: a stored one, else Kafka's internal topic if it has `id`.
+    pub fn described_topic_by_id(&self, id: &Uuid) -> Option<Arc<TopicMeta>> {
+        self.snapshot.load().by_id.get(id).cloned().or_else(|| {
+            let m = internal::consumer_offsets(&self.cluster_id);
+            (m.id == *id).then(|| Arc::new(m))
+        })
+    }
+
     /// Creates a topic. `partitions` -1 means the default count. With `validate_only`
     /// nothing is published but every check runs.
     pub fn create_topic(
