@@ -180,6 +180,8 @@ pub struct Forwarder {
     pub(super) tenures: RefCell<HashMap<super::ownership::Key, super::ownership::Tenure>>,
     /// Fired when the live nodes changed: the ownership loop runs a round at once.
     pub(super) placement_moved: tokio::sync::Notify,
+    /// What the topic refresh saw ([`super::topic_refresh`]).
+    pub(super) topic_seen: RefCell<super::topic_refresh::Seen>,
 }
 
 /// How long a deleted topic stays out of the topic refresh.
@@ -230,6 +232,7 @@ impl Forwarder {
             stop_owning: tokio::sync::Notify::new(),
             owning_stopped: tokio::sync::Notify::new(),
             placement_moved: tokio::sync::Notify::new(),
+            topic_seen: RefCell::new(Default::default()),
             tenures: RefCell::new(HashMap::new()),
             taking: RefCell::new(HashMap::new()),
             take_slots: Arc::new(tokio::sync::Semaphore::new(super::ownership::TAKING)),
@@ -275,7 +278,7 @@ impl Forwarder {
     }
 
     /// Refreshes broker and filer addresses from the master (when one is configured).
-    async fn discover(&self) -> Result<(), KelpError> {
+    pub(super) async fn discover(&self) -> Result<(), KelpError> {
         let Some(master) = &self.s.master else {
             return Ok(());
         };

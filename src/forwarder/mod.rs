@@ -24,6 +24,7 @@ pub mod reads;
 pub mod records;
 pub mod tied;
 pub mod topic_configs;
+pub mod topic_refresh;
 pub mod topics;
 
 use std::sync::atomic::Ordering;

@@ -24,7 +24,7 @@ struct Stored {
 
 /// The overrides a file holds for the topic incarnation `id` (none for another incarnation
 /// or a file that does not decode).
-fn decode(body: &[u8], id: uuid::Uuid) -> BTreeMap<String, String> {
+pub(super) fn decode(body: &[u8], id: uuid::Uuid) -> BTreeMap<String, String> {
     super::tied::decode::<Stored>(body, id, "topic configs")
         .map_or_else(BTreeMap::new, |s| s.configs)
 }

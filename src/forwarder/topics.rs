@@ -1,7 +1,6 @@
 //! Kafka topics in SeaweedMQ for the forwarder: `kafka/<topic>` looked up, created
 //! (`ConfigureTopic`, never re-partitioning an existing topic), listed into the cluster
-//! metadata (`ListTopics` + `GetTopicConfiguration`, periodically) and deleted (the topic's
-//! directory on the filer). Runs on the forwarder thread; publishes topics through `cluster/`.
+//! metadata ([`super::topic_refresh`]) and deleted (the topic's directory on the filer). Runs on the forwarder thread; publishes topics through `cluster/`.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -9,12 +8,11 @@ use std::time::Instant;
 
 use kelp_storage_client::pb::messaging_pb::{
     BrokerPartitionAssignment, ConfigureTopicRequest, GetTopicConfigurationRequest,
-    ListTopicsRequest,
 };
 use kelp_storage_client::pb::schema_pb;
 use kelp_storage_client::{filer, ring};
 
-use super::client::{is_transport, request, storage, Forwarder, Route, DELETED_MEMORY, NAMESPACE};
+use super::client::{is_transport, request, storage, Forwarder, Route, NAMESPACE};
 use super::TopicInfo;
 use crate::error::KelpError;
 
@@ -66,6 +64,19 @@ impl Forwarder {
         if self.deleted.borrow().contains_key(name) {
             return Ok(None);
         }
+        let Some(mut info) = self.topic_configuration(name).await? else {
+            return Ok(None);
+        };
+        info.configs = self.read_topic_configs(name, info.id).await?;
+        Ok(Some(info))
+    }
+
+    /// The topic's SeaweedMQ configuration (partitions, incarnation; its partition leaders
+    /// are noted for placement), or None if SeaweedMQ does not know it.
+    pub(super) async fn topic_configuration(
+        &self,
+        name: &str,
+    ) -> Result<Option<TopicInfo>, KelpError> {
         let t = smq_topic(name);
         let r = self
             .control("GetTopicConfiguration", move |mut c| {
@@ -81,10 +92,8 @@ impl Forwarder {
             .await;
         match r {
             Ok(cfg) if !cfg.broker_partition_assignments.is_empty() => {
-                let mut info = topic_info(name, &cfg.broker_partition_assignments);
                 self.note_storage_leaders(name, &cfg.broker_partition_assignments);
-                info.configs = self.read_topic_configs(name, info.id).await?;
-                Ok(Some(info))
+                Ok(Some(topic_info(name, &cfg.broker_partition_assignments)))
             }
             Ok(_) => Ok(None),
             Err(s) if is_transport(&s) => Err(storage("GetTopicConfiguration", s)),
@@ -160,43 +169,6 @@ impl Forwarder {
     }
 
     /// Kafka topics SeaweedMQ holds, with their partition counts.
-    pub(super) async fn list_topics(&self) -> Result<Vec<TopicInfo>, KelpError> {
-        let resp = self
-            .control("ListTopics", |mut c| {
-                Box::pin(async move {
-                    c.list_topics(request(ListTopicsRequest {}))
-                        .await
-                        .map(tonic::Response::into_inner)
-                })
-            })
-            .await
-            .map_err(|s| storage("ListTopics", s))?;
-        let mut out = Vec::new();
-        for t in resp.topics.into_iter().filter(|t| t.namespace == NAMESPACE) {
-            if crate::cluster::validate_topic_name(&t.name).is_err() {
-                continue;
-            }
-            if let Some(info) = self.lookup_topic(&t.name).await? {
-                out.push(info);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Publishes SeaweedMQ's Kafka topics in the cluster metadata.
-    pub(super) async fn sync_topics(&self) -> Result<usize, KelpError> {
-        let mut topics = self.list_topics().await?;
-        self.deleted
-            .borrow_mut()
-            .retain(|_, at| at.elapsed() < DELETED_MEMORY);
-        topics.retain(|t| !self.deleted.borrow().contains_key(&t.name));
-        for t in &topics {
-            self.cluster
-                .adopt_topic(&t.name, t.id, t.partitions, t.configs.clone());
-        }
-        Ok(topics.len())
-    }
-
     pub(super) async fn delete_topic(&self, name: &str) -> Result<(), KelpError> {
         let mut f = self.filer_client()?;
         filer::delete(&mut f, &format!("/topics/{NAMESPACE}"), name, true)

@@ -259,7 +259,17 @@ def test_idle_connections_are_closed_after_the_idle_timeout(request):
             assert 0.6 < time.time() - t0 < 4
             head = busy.recv(8)
             assert len(head) == 8 and struct.unpack(">ii", head)[1] == 7, head
-            assert time.time() - t0 > 1.8, "the long poll did not wait"
+            waited = time.time() - t0
+            rest = b""
+            while len(rest) < struct.unpack(">i", head[:4])[0] - 4:
+                chunk = busy.recv(65536)
+                assert chunk, "closed mid-response"
+                rest += chunk
+            # throttle, topics, topic name, partitions, partition, then its error code
+            name_len = struct.unpack(">h", rest[8:10])[0]
+            error = struct.unpack(">h", rest[10 + name_len + 8:10 + name_len + 10])[0]
+            assert error == 0, f"fetch error {error} after {waited:.2f} s"
+            assert waited > 1.8, f"the long poll did not wait: {waited:.2f} s"
 
 
 def test_a_request_of_the_largest_size_fits_the_smallest_budget(request):
