@@ -63,6 +63,9 @@ MESSAGES = [
     ("DESCRIBE_TRANSACTIONS", "DescribeTransactionsRequest"),
     ("DESCRIBE_PRODUCERS", "DescribeProducersRequest"),
     ("LIST_TRANSACTIONS", "ListTransactionsRequest"),
+    ("DESCRIBE_LOG_DIRS", "DescribeLogDirsRequest"),
+    ("ELECT_LEADERS", "ElectLeadersRequest"),
+    ("LIST_PARTITION_REASSIGNMENTS", "ListPartitionReassignmentsRequest"),
     ("CONSUMER_PROTOCOL_SUBSCRIPTION", "ConsumerProtocolSubscription"),
 ]
 

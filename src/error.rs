@@ -134,6 +134,8 @@ pub mod code {
     /// A request naming a leader epoch newer than the partition's current one (this node's
     /// view is behind): retried by clients.
     pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+    /// ElectLeaders: the partition's leader already is the one asked for.
+    pub const ELECTION_NOT_NEEDED: i16 = 84;
 }
 
 /// A broker-side failure, typed so each maps to exactly one Kafka error code.
@@ -334,6 +336,9 @@ pub enum KelpError {
     /// The principal may not do this to the cluster.
     #[error("not authorized to do this on the cluster")]
     ClusterAuthorizationFailed,
+    /// ElectLeaders on a partition already led by its preferred (its only) replica.
+    #[error("leader election not needed for the partition")]
+    ElectionNotNeeded,
     /// The principal may not use the transactional id.
     #[error("not authorized to use the transactional id")]
     TransactionalIdAuthorizationFailed,
@@ -418,6 +423,7 @@ impl KelpError {
             TopicAuthorizationFailed => code::TOPIC_AUTHORIZATION_FAILED,
             GroupAuthorizationFailed => code::GROUP_AUTHORIZATION_FAILED,
             ClusterAuthorizationFailed => code::CLUSTER_AUTHORIZATION_FAILED,
+            ElectionNotNeeded => code::ELECTION_NOT_NEEDED,
             TransactionalIdAuthorizationFailed => code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             InvalidTxnState(_) => code::INVALID_TXN_STATE,
             InvalidProducerIdMapping => code::INVALID_PRODUCER_ID_MAPPING,

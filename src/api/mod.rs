@@ -20,10 +20,12 @@ pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
+pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
@@ -34,6 +36,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
@@ -252,6 +255,11 @@ pub async fn dispatch(
         }
         Request::DescribeConfigs(r) => describe_configs::handle(&ctx, r).map(Some),
         Request::DescribeCluster(r) => describe_cluster::handle(&ctx, r).map(Some),
+        Request::DescribeLogDirs(r) => describe_log_dirs::handle(&ctx, r).await.map(Some),
+        Request::ElectLeaders(r) => elect_leaders::handle(&ctx, r).map(Some),
+        Request::ListPartitionReassignments(r) => {
+            list_partition_reassignments::handle(&ctx, r).map(Some)
+        }
         Request::CreatePartitions(r) => create_partitions::handle(&ctx, r).await.map(Some),
         Request::AlterConfigs(r) => alter_configs::handle(&ctx, r).await.map(Some),
         Request::DescribeTopicPartitions(r) => describe_topic_partitions::handle(&ctx, r).map(Some),
@@ -288,6 +296,19 @@ pub async fn dispatch(
 /// Maps an encoding failure of our own response (a bug, not bad input) to a connection error.
 pub(crate) fn encoded(r: Result<Response, KelpError>) -> Result<Response, ConnectionError> {
     r.map_err(|e| ConnectionError::Malformed(e.to_string()))
+}
+
+/// Whether the node the client reached leads `(topic, partition)`: with
+/// `--advertise-shards` that is the connection's own shard node.
+pub(crate) fn led_here(ctx: &RequestContext, topic: &str, partition: i32) -> bool {
+    let c = &ctx.shard.cluster;
+    let mine = c.nodes.all();
+    let me = if mine.len() > 1 {
+        mine.get(ctx.shard.id)
+    } else {
+        mine.first()
+    };
+    me.is_some_and(|n| c.leader(topic, partition).0.id == n.id)
 }
 
 /// `StrBytes` from an owned string.

@@ -20,6 +20,7 @@ pub mod recovery;
 pub mod retention;
 pub mod scan;
 pub mod segment;
+pub mod usage;
 
 use std::path::{Path, PathBuf};
 

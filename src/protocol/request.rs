@@ -25,6 +25,9 @@ use kafka_protocol::messages::{
     DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest, SaslAuthenticateRequest,
     SaslHandshakeRequest,
 };
+use kafka_protocol::messages::{
+    DescribeLogDirsRequest, ElectLeadersRequest, ListPartitionReassignmentsRequest,
+};
 use kafka_protocol::protocol::Decodable;
 
 use super::produce_request::{self, ProduceRequest};
@@ -104,6 +107,9 @@ requests! {
     DescribeTransactions(DescribeTransactionsRequest) = DESCRIBE_TRANSACTIONS,
     DescribeProducers(DescribeProducersRequest) = DESCRIBE_PRODUCERS,
     ListTransactions(ListTransactionsRequest) = LIST_TRANSACTIONS,
+    DescribeLogDirs(DescribeLogDirsRequest) = DESCRIBE_LOG_DIRS,
+    ElectLeaders(ElectLeadersRequest) = ELECT_LEADERS,
+    ListPartitionReassignments(ListPartitionReassignmentsRequest) = LIST_PARTITION_REASSIGNMENTS,
 }
 
 /// Parses a whole request frame (without its length prefix), as a connection does.

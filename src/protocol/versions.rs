@@ -101,6 +101,12 @@ pub mod key {
     pub const CREATE_PARTITIONS: i16 = 37;
     /// DescribeTopicPartitions (KIP-966): partitions and leaders, paged.
     pub const DESCRIBE_TOPIC_PARTITIONS: i16 = 75;
+    /// DescribeLogDirs: log directories and partition sizes.
+    pub const DESCRIBE_LOG_DIRS: i16 = 35;
+    /// ElectLeaders: preferred or unclean leader election.
+    pub const ELECT_LEADERS: i16 = 43;
+    /// ListPartitionReassignments: replica moves in progress.
+    pub const LIST_PARTITION_REASSIGNMENTS: i16 = 46;
 }
 
 /// Everything ApiVersions advertises, in api key order. Minimums follow Kafka 4 (KIP-896
@@ -402,6 +408,27 @@ pub const SUPPORTED: &[ApiSupport] = &[
     ApiSupport {
         key: key::ALTER_USER_SCRAM_CREDENTIALS,
         name: "AlterUserScramCredentials",
+        min: 0,
+        max: 0,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::DESCRIBE_LOG_DIRS,
+        name: "DescribeLogDirs",
+        min: 1,
+        max: 4,
+        first_flexible: 2,
+    },
+    ApiSupport {
+        key: key::ELECT_LEADERS,
+        name: "ElectLeaders",
+        min: 0,
+        max: 2,
+        first_flexible: 2,
+    },
+    ApiSupport {
+        key: key::LIST_PARTITION_REASSIGNMENTS,
+        name: "ListPartitionReassignments",
         min: 0,
         max: 0,
         first_flexible: 0,

@@ -232,6 +232,29 @@ fn checkpoint_log_start(dir: &Path, start: i64) -> Result<(), KelpError> {
 }
 
 impl Engine for LocalEngine {
+    fn describe_log_dir(
+        &self,
+        partitions: Vec<(String, i32)>,
+    ) -> LocalBoxFuture<'_, super::LogDirInfo> {
+        let data_dir = self.config.data_dir.clone();
+        // Directory listings and statvfs: off the shard's thread.
+        Box::pin(async move {
+            let u = glommio::executor()
+                .spawn_blocking(move || crate::log::usage::describe(&data_dir, &partitions))
+                .await;
+            super::LogDirInfo {
+                path: u.path,
+                sizes: u
+                    .sizes
+                    .into_iter()
+                    .map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+                    .collect(),
+                total_bytes: u.total_bytes,
+                usable_bytes: u.usable_bytes,
+            }
+        })
+    }
+
     fn open(&self, topic: &str, partition: i32, meta: &TopicMeta) -> Rc<dyn PartitionStore> {
         Rc::new(LocalStore {
             log: PartitionLog::new(

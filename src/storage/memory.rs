@@ -71,6 +71,17 @@ impl PartitionStore for MemoryStore {
 }
 
 impl Engine for MemoryEngine {
+    fn describe_log_dir(
+        &self,
+        partitions: Vec<(String, i32)>,
+    ) -> LocalBoxFuture<'_, super::LogDirInfo> {
+        // Only the batch cache holds records: no directory, no size to tell.
+        Box::pin(futures::future::ready(super::LogDirInfo::elsewhere(
+            "memory",
+            partitions.len(),
+        )))
+    }
+
     fn open(&self, _topic: &str, _partition: i32, _meta: &TopicMeta) -> Rc<dyn PartitionStore> {
         Rc::new(MemoryStore)
     }

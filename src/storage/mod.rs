@@ -186,6 +186,32 @@ pub trait PartitionStore {
     fn remove(&self) {}
 }
 
+/// A log directory as DescribeLogDirs shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDirInfo {
+    /// Its absolute path, or where the partitions live when not on this host.
+    pub path: String,
+    /// Bytes of each partition asked about, in the order asked (0: nothing written yet;
+    /// -1: not known here).
+    pub sizes: Vec<i64>,
+    /// The size of its file system (-1: unknown).
+    pub total_bytes: i64,
+    /// What its file system has free for Kelp (-1: unknown).
+    pub usable_bytes: i64,
+}
+
+impl LogDirInfo {
+    /// Partitions kept at `location`, not in a directory of this host: sizes unknown.
+    pub fn elsewhere(location: &str, partitions: usize) -> Self {
+        LogDirInfo {
+            path: location.to_string(),
+            sizes: vec![-1; partitions],
+            total_bytes: -1,
+            usable_bytes: -1,
+        }
+    }
+}
+
 /// A storage engine: makes partition stores and keeps what is shared by a shard's
 /// partitions (the topic catalog, the group offsets). One value for the whole broker,
 /// shared by the shards.
@@ -222,6 +248,11 @@ pub trait Engine: Send + Sync {
     fn supports_transactions(&self) -> bool {
         true
     }
+
+    /// Where this engine keeps partition logs, with the bytes each of `partitions` takes
+    /// there (DescribeLogDirs). Clients take an answer without a log directory for a
+    /// refusal, so an engine without one on this host names where its partitions live.
+    fn describe_log_dir(&self, partitions: Vec<(String, i32)>) -> LocalBoxFuture<'_, LogDirInfo>;
 
     /// Periodic work each shard runs for this engine.
     fn background(&self) -> Background {

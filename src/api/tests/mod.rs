@@ -14,6 +14,7 @@ mod groups;
 mod misc;
 mod offsets;
 mod produce;
+mod replicas;
 mod security;
 mod topics;
 mod txn;

@@ -910,6 +910,64 @@ pub static LIST_TRANSACTIONS: Message = Message {
     ],
 };
 
+/// `DescribeLogDirsRequest` (valid versions 1-4, flexible 2+).
+pub static DESCRIBE_LOG_DIRS: Message = Message {
+    name: "DescribeLogDirsRequest",
+    api_key: 35,
+    valid: V(1, 4),
+    flexible: V(2, MAX),
+    fields: &[f(
+        "Topics",
+        Kind::Array(&Kind::Struct(&[
+            f("Topic", Kind::String, V(0, MAX)),
+            f("Partitions", Kind::Array(&Kind::Int32), V(0, MAX)),
+        ])),
+        V(0, MAX),
+    )
+    .nullable(V(0, MAX))],
+};
+
+/// `ElectLeadersRequest` (valid versions 0-2, flexible 2+).
+pub static ELECT_LEADERS: Message = Message {
+    name: "ElectLeadersRequest",
+    api_key: 43,
+    valid: V(0, 2),
+    flexible: V(2, MAX),
+    fields: &[
+        f("ElectionType", Kind::Int8, V(1, MAX)),
+        f(
+            "TopicPartitions",
+            Kind::Array(&Kind::Struct(&[
+                f("Topic", Kind::String, V(0, MAX)),
+                f("Partitions", Kind::Array(&Kind::Int32), V(0, MAX)),
+            ])),
+            V(0, MAX),
+        )
+        .nullable(V(0, MAX)),
+        f("TimeoutMs", Kind::Int32, V(0, MAX)),
+    ],
+};
+
+/// `ListPartitionReassignmentsRequest` (valid versions 0, flexible 0+).
+pub static LIST_PARTITION_REASSIGNMENTS: Message = Message {
+    name: "ListPartitionReassignmentsRequest",
+    api_key: 46,
+    valid: V(0, 0),
+    flexible: V(0, MAX),
+    fields: &[
+        f("TimeoutMs", Kind::Int32, V(0, MAX)),
+        f(
+            "Topics",
+            Kind::Array(&Kind::Struct(&[
+                f("Name", Kind::String, V(0, MAX)),
+                f("PartitionIndexes", Kind::Array(&Kind::Int32), V(0, MAX)),
+            ])),
+            V(0, MAX),
+        )
+        .nullable(V(0, MAX)),
+    ],
+};
+
 /// `ConsumerProtocolSubscription` (valid versions 0-3, flexible none).
 pub static CONSUMER_PROTOCOL_SUBSCRIPTION: Message = Message {
     name: "ConsumerProtocolSubscription",
@@ -975,5 +1033,8 @@ pub static ALL: &[&Message] = &[
     &DESCRIBE_TRANSACTIONS,
     &DESCRIBE_PRODUCERS,
     &LIST_TRANSACTIONS,
+    &DESCRIBE_LOG_DIRS,
+    &ELECT_LEADERS,
+    &LIST_PARTITION_REASSIGNMENTS,
     &CONSUMER_PROTOCOL_SUBSCRIPTION,
 ];

@@ -218,6 +218,9 @@ fn table_agrees_with_the_crate_for_every_supported_version() {
     agree::<DescribeTopicPartitionsRequest>(&DESCRIBE_TOPIC_PARTITIONS);
     agree::<CreatePartitionsRequest>(&CREATE_PARTITIONS);
     agree::<AlterConfigsRequest>(&ALTER_CONFIGS);
+    agree::<DescribeLogDirsRequest>(&DESCRIBE_LOG_DIRS);
+    agree::<ElectLeadersRequest>(&ELECT_LEADERS);
+    agree::<ListPartitionReassignmentsRequest>(&LIST_PARTITION_REASSIGNMENTS);
     agree::<ConsumerProtocolSubscription>(&CONSUMER_PROTOCOL_SUBSCRIPTION);
 }
 
