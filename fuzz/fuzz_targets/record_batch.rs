@@ -1,10 +1,12 @@
-//! Produce batch validation (`record::batch`), the record walker (`record::walk`) and the
-//! by-timestamp lookup and the control record reader (`record::control`), fed arbitrary
+//! Produce batch validation (`record::batch`), the record walker (`record::walk`), the
+//! by-timestamp lookup, the control record reader (`record::control`) and the log cleaner's
+//! batch rewrite (`log::compact`), fed arbitrary
 //! bytes: as a produce records region, and as a batch read back from disk (where nothing was
 //! validated by this broker run).
 #![no_main]
 
 use bytes::{Bytes, BytesMut};
+use kelp::log::compact::{clean_batch, KeyMap, Outcome, Settings};
 use kelp::record::batch::{first_offset_at_or_after_within, BatchHeader};
 use kelp::record::control::control_type;
 use kelp::record::walk::{self, Records};
@@ -54,7 +56,34 @@ fn validate(data: &[u8]) {
                 assert!(off >= h.base_offset && off <= h.last_offset());
             }
             let _ = first_offset_at_or_after_within(&b, h.max_timestamp, CAP);
+            clean(&h, &b);
         }
+    }
+}
+
+/// The log cleaner over a batch that validated, mapped against itself (records whose key
+/// comes again later in the batch go): what it writes back validates again as a stored
+/// batch, with the same offsets, producer and fewer records.
+fn clean(h: &BatchHeader, b: &Bytes) {
+    let s = Settings {
+        now_ms: 1_700_000_000_000,
+        delete_retention_ms: 0,
+        inflate_cap: CAP,
+    };
+    let mut map = KeyMap::new(1 << 16, h.base_offset);
+    if !matches!(map.add(b, h, &s), Ok(true)) {
+        return;
+    }
+    if let Ok(Outcome::Rebuilt(r)) = clean_batch(b, h, &map, &s) {
+        let (found, stop) = kelp::log::scan::scan(&r, h.base_offset, true);
+        assert!(stop == kelp::log::scan::Stop::End && found.len() == 1, "{stop:?}");
+        let c = found[0].header;
+        assert_eq!(
+            (c.base_offset, c.last_offset_delta, c.producer_id, c.base_sequence),
+            (h.base_offset, h.last_offset_delta, h.producer_id, h.base_sequence)
+        );
+        assert!(c.record_count >= 1 && c.record_count < h.record_count);
+        assert_eq!(walk::check_records(&r, CAP), Ok(c.record_count));
     }
 }
 

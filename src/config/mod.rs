@@ -231,6 +231,16 @@ pub struct Config {
     #[arg(long, default_value_t = 30_000)]
     pub retention_check_ms: u64,
 
+    /// How often each shard's log cleaner looks for compacted topics' partitions to clean
+    /// (Kafka's log.cleaner.backoff.ms), in ms.
+    #[arg(long, default_value_t = 15_000)]
+    pub log_cleaner_backoff_ms: u64,
+
+    /// Memory of each shard's log cleaner key map, in bytes (Kafka's
+    /// log.cleaner.dedupe.buffer.size): a round maps at most this / 96 keys.
+    #[arg(long, default_value_t = 128 * 1024 * 1024)]
+    pub log_cleaner_dedupe_buffer_size: u64,
+
     /// Batch cache budget per shard core, in bytes.
     #[arg(long, default_value_t = 512 * 1024 * 1024)]
     pub cache_bytes_per_core: usize,

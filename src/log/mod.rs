@@ -8,6 +8,10 @@
 //! In test builds, `faults` fails, tears and forgets the log's file I/O on demand.
 
 pub mod appender;
+pub mod cleaner;
+#[cfg(test)]
+mod cleaner_tests;
+pub mod compact;
 #[cfg(test)]
 mod fault_tests;
 #[cfg(test)]

@@ -545,7 +545,13 @@ impl PartitionLog {
                 .next_back()
                 .map(|(_, seg)| seg)
                 .filter(|seg| offset < seg.next_offset)
-                .or_else(|| s.segments.range(offset + 1..).next().map(|(_, seg)| seg));
+                // The next segment holding a batch: cleaning may leave sealed ones empty.
+                .or_else(|| {
+                    s.segments
+                        .range(offset + 1..)
+                        .map(|(_, seg)| seg)
+                        .find(|seg| seg.next_offset > seg.base)
+                });
             seg.map(|seg| (seg.file(), seg.position_for(offset), seg.size))
         };
         let Some((file, mut pos, size)) = found else {
@@ -676,6 +682,62 @@ impl PartitionLog {
                 )
             })
             .collect()
+    }
+
+    /// The sealed segments from the first on, as long as each one's newest batch is at most
+    /// `max_timestamp` (what the cleaner may map and rewrite).
+    pub(super) fn sealed_files(&self, max_timestamp: i64) -> Vec<super::cleaner::SealedFile> {
+        self.st
+            .borrow()
+            .segments
+            .values()
+            .take_while(|seg| !seg.is_active() && seg.index.max_timestamp() <= max_timestamp)
+            .map(|seg| super::cleaner::SealedFile {
+                base: seg.base,
+                path: seg.path().to_path_buf(),
+                file: seg.file(),
+                size: seg.size,
+            })
+            .collect()
+    }
+
+    /// Whether the sealed segment at `base` is still part of the log.
+    pub(super) fn holds_sealed(&self, base: i64) -> bool {
+        self.st
+            .borrow()
+            .segments
+            .get(&base)
+            .is_some_and(|seg| !seg.is_active())
+    }
+
+    /// Removes the sealed segment at `base` and its files unless it is the log's first;
+    /// whether it did.
+    pub(super) fn drop_sealed_unless_first(&self, base: i64) -> bool {
+        let mut s = self.st.borrow_mut();
+        let first = s.segments.keys().next().copied();
+        if first == Some(base) || s.segments.get(&base).is_none_or(|seg| seg.is_active()) {
+            return false;
+        }
+        match s.segments.remove(&base) {
+            Some(seg) => {
+                seg.remove_files();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Puts a cleaned segment in place of the sealed one with its base; false if that one
+    /// is gone meanwhile (retention, topic deleted).
+    pub(super) fn replace_sealed(&self, cleaned: Segment) -> bool {
+        let mut s = self.st.borrow_mut();
+        match s.segments.get_mut(&cleaned.base) {
+            Some(seg) if !seg.is_active() => {
+                *seg = cleaned;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Removes the whole partition directory (topic deleted).

@@ -73,10 +73,20 @@ pub async fn recover(
 ) -> Result<Recovered, LogError> {
     let entries = std::fs::read_dir(&dir)
         .map_err(|e| LogError::Recovery(format!("listing {}: {e}", dir.display())))?;
-    let mut bases: Vec<i64> = entries
+    let names: Vec<String> = entries
         .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str().and_then(parse_log_name))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
         .collect();
+    // A cleaned segment not renamed over its original when the process stopped: the
+    // original is whole, the copy is dropped.
+    for n in names
+        .iter()
+        .filter(|n| n.ends_with(super::cleaner::CLEANED_SUFFIX))
+    {
+        tracing::info!(file = %n, "dropping an unfinished cleaned segment");
+        let _ = std::fs::remove_file(dir.join(n));
+    }
+    let mut bases: Vec<i64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
     bases.sort_unstable();
 
     let mut max_ts = (-1i64, -1i64);

@@ -204,14 +204,23 @@ pub struct SealJob {
 impl SealJob {
     /// Writes the index files, synced when `sync`.
     pub async fn finish(self, sync: bool) -> io::Result<()> {
-        for (ext, data) in [("index", self.offsets), ("timeindex", self.times)] {
-            let mut ix = Appender::create(&self.path.with_extension(ext)).await?;
-            ix.append(&[data]).await?;
-            ix.trim().await?;
-            if sync {
-                ix.sync().await?;
-            }
-        }
-        Ok(())
+        index_files(&self.path, self.offsets, self.times, sync).await
     }
+}
+
+/// Writes the index files of the segment at `path` (unsynced: recovery rebuilds indexes).
+pub async fn write_index_files(path: &Path, offsets: Bytes, times: Bytes) -> io::Result<()> {
+    index_files(path, offsets, times, false).await
+}
+
+async fn index_files(path: &Path, offsets: Bytes, times: Bytes, sync: bool) -> io::Result<()> {
+    for (ext, data) in [("index", offsets), ("timeindex", times)] {
+        let mut ix = Appender::create(&path.with_extension(ext)).await?;
+        ix.append(&[data]).await?;
+        ix.trim().await?;
+        if sync {
+            ix.sync().await?;
+        }
+    }
+    Ok(())
 }

@@ -67,6 +67,28 @@ pub fn producer_batch(
     b
 }
 
+/// The batch `original` (header `h`) holding only `records`, each a whole record encoding
+/// of it (see [`super::walk::Records::next_record_raw`]): same base offset, last offset
+/// delta, timestamps, producer and flags, uncompressed, count and CRC made anew. The log
+/// cleaner's output; `records` must not be empty (a batch holds at least one record).
+pub fn rebuild(original: &[u8], h: &super::batch::BatchHeader, records: &[Bytes]) -> Bytes {
+    let body: usize = records.iter().map(Bytes::len).sum();
+    let mut b = BytesMut::with_capacity(BATCH_HEADER_LEN + body);
+    b.extend_from_slice(&original[..BATCH_HEADER_LEN]);
+    b[8..12].copy_from_slice(&((BATCH_HEADER_LEN - LOG_OVERHEAD + body) as i32).to_be_bytes());
+    // Compression bits cleared; timestamp type, transactional and control flags kept.
+    let attributes = h.attributes & !0x07;
+    b[OFF_ATTRIBUTES..OFF_ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
+    b[BATCH_HEADER_LEN - 4..BATCH_HEADER_LEN]
+        .copy_from_slice(&(records.len() as i32).to_be_bytes());
+    for r in records {
+        b.extend_from_slice(r);
+    }
+    let crc = crc32c::crc32c(&b[OFF_ATTRIBUTES..]);
+    b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    b.freeze()
+}
+
 /// Recomputes the CRC32C of each whole batch in `buf`, from the start, until one does not fit:
 /// lets a fuzzer's mutations reach the checks behind the CRC (it cannot guess a CRC).
 pub fn refresh_crcs(buf: &mut [u8]) {

@@ -328,6 +328,20 @@ impl Records {
     }
 }
 
+impl Records {
+    /// [`Records::next_record`] with the record's whole encoding (length prefix included),
+    /// which is valid as it is in any batch with the same base offset and base timestamp:
+    /// what the log cleaner copies into the batches it rebuilds.
+    pub fn next_record_raw(&mut self) -> Result<Option<(RecordRef, Bytes)>, WalkError> {
+        let start = self.cursor.pos;
+        let Some(r) = self.next_record()? else {
+            return Ok(None);
+        };
+        let raw = self.data.slice(start..self.cursor.pos);
+        Ok(Some((r, raw)))
+    }
+}
+
 /// Inflates a compressed records region, failing past `cap` bytes of output. The output
 /// buffer grows as bytes come out of the decoder, never to a size the input announces.
 fn inflate(codec: i16, src: &[u8], cap: usize) -> Result<Bytes, WalkError> {

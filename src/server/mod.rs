@@ -294,6 +294,21 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 if let Some(every) = background.flush_every {
                     glommio::spawn_local(shard.clone().run_flush(every)).detach();
                 }
+                if let Some(every) = background.clean_every {
+                    // A tenth of the core's shares while requests want it: the cleaner's
+                    // CPU budget.
+                    let tq = glommio::executor().create_task_queue(
+                        glommio::Shares::Static(100),
+                        glommio::Latency::NotImportant,
+                        "log-cleaner",
+                    );
+                    match glommio::spawn_local_into(shard.clone().run_cleaner(every), tq) {
+                        Ok(task) => {
+                            task.detach();
+                        }
+                        Err(e) => tracing::error!(error = %e, "log cleaner not started"),
+                    }
+                }
                 if let (Some(every), 0) = (background.records_every, shard.id) {
                     glommio::spawn_local(shard.clone().run_records_refresh(every)).detach();
                 }

@@ -409,6 +409,55 @@ impl Shard {
         }
     }
 
+    /// Runs the log cleaner over this shard's partitions every `every`, forever. Spawned in
+    /// a low-share task queue: cleaning yields to requests for the core.
+    pub async fn run_cleaner(self: Rc<Self>, every: Duration) {
+        loop {
+            glommio::timer::sleep(every).await;
+            self.clean_partitions().await;
+        }
+    }
+
+    /// One cleaner pass over the owned partitions, one partition at a time.
+    pub async fn clean_partitions(&self) {
+        let stores: Vec<_> = self
+            .partitions
+            .borrow()
+            .iter()
+            .map(|(k, p)| (k.clone(), p.store().clone()))
+            .collect();
+        for ((topic, partition), store) in stores {
+            match store.compact(crate::clock::now_ms()).await {
+                None => {}
+                Some(Ok(r)) if r.segments == 0 => {
+                    tracing::debug!(topic = %topic, partition, cleaned_to = r.cleaned_to, "log cleaner: nothing to remove");
+                }
+                Some(Ok(r)) => {
+                    // Readers of the cleaned range read the cleaned segments, not the
+                    // batches the cache still holds from before.
+                    if let Ok(freed) = self
+                        .with_partition(&topic, partition, |p| p.evict_through(r.cleaned_to - 1))
+                    {
+                        self.set_cached(self.cached_bytes.get().saturating_sub(freed));
+                    }
+                    tracing::info!(
+                        topic = %topic,
+                        partition,
+                        segments = r.segments,
+                        bytes_before = r.bytes_before,
+                        bytes_after = r.bytes_after,
+                        keys = r.keys,
+                        cleaned_to = r.cleaned_to,
+                        "log cleaner compacted segments"
+                    )
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(topic = %topic, partition, error = %e, "log cleaner failed; the log is as it was")
+                }
+            }
+        }
+    }
+
     /// Flushes every partition's store each `every`, forever (`--fsync interval:MS`).
     pub async fn run_flush(self: Rc<Self>, every: Duration) {
         loop {

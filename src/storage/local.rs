@@ -87,6 +87,9 @@ pub struct LocalStore {
     topic: String,
     config: Arc<Config>,
     cluster: Arc<Cluster>,
+    /// Offset up to which the last cleaning round mapped the log (-1: none since start-up,
+    /// so the first round after a restart sees everything as dirty).
+    cleaned_to: std::cell::Cell<i64>,
 }
 
 impl LocalStore {
@@ -116,6 +119,57 @@ impl LocalStore {
             .collect();
         retention::delete_before(&sealed, self.log.size(), super::retention_of(&meta), now_ms)
     }
+}
+
+/// What a due cleaning round of a compacted partition uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CleaningPlan {
+    /// Segments whose newest batch is later than this stay out (`min.compaction.lag.ms`).
+    max_timestamp: i64,
+    /// `delete.retention.ms`.
+    delete_retention_ms: i64,
+}
+
+/// Whether a partition of `meta` with these sealed segments (base, next offset, size, max
+/// timestamp), cleaned up to `cleaned_to`, is due for cleaning, Kafka's way: its topic is
+/// compacted and the dirty share of its sealed bytes reaches `min.cleanable.dirty.ratio`, or
+/// its oldest dirty segment is older than `max.compaction.lag.ms`.
+fn cleaning_due(
+    meta: &TopicMeta,
+    sealed: &[(i64, i64, u64, i64)],
+    cleaned_to: i64,
+    now_ms: i64,
+) -> Option<CleaningPlan> {
+    if !meta.compacted() {
+        return None;
+    }
+    let num = |k: &str, default: i64| {
+        meta.config(k)
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(default)
+    };
+    let ratio = meta
+        .config("min.cleanable.dirty.ratio")
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.5);
+    let min_lag = num("min.compaction.lag.ms", 0).max(0);
+    let max_lag = num("max.compaction.lag.ms", i64::MAX);
+    let total: u64 = sealed.iter().map(|s| s.2).sum();
+    let dirty: Vec<&(i64, i64, u64, i64)> = sealed.iter().filter(|s| s.1 > cleaned_to).collect();
+    let dirty_bytes: u64 = dirty.iter().map(|s| s.2).sum();
+    if dirty_bytes == 0 || total == 0 {
+        return None;
+    }
+    let overdue = dirty
+        .first()
+        .is_some_and(|s| s.3 >= 0 && s.3 < now_ms.saturating_sub(max_lag));
+    if (dirty_bytes as f64) / (total as f64) < ratio && !overdue {
+        return None;
+    }
+    Some(CleaningPlan {
+        max_timestamp: now_ms.saturating_sub(min_lag),
+        delete_retention_ms: num("delete.retention.ms", 86_400_000),
+    })
 }
 
 impl PartitionStore for LocalStore {
@@ -200,6 +254,38 @@ impl PartitionStore for LocalStore {
         Box::pin(futures::future::ready(self.retention_cut_now(now_ms)))
     }
 
+    fn compact(
+        &self,
+        now_ms: i64,
+    ) -> LocalBoxFuture<'_, Option<Result<crate::log::cleaner::CleanReport, KelpError>>> {
+        Box::pin(async move {
+            let meta = self.cluster.topic(&self.topic)?;
+            let plan = cleaning_due(
+                &meta,
+                &self.log.sealed_segments(),
+                self.cleaned_to.get(),
+                now_ms,
+            )?;
+            let capacity = (self.config.log_cleaner_dedupe_buffer_size as usize
+                / crate::log::compact::BYTES_PER_KEY)
+                .max(1);
+            let settings = crate::log::compact::Settings {
+                now_ms,
+                delete_retention_ms: plan.delete_retention_ms,
+                inflate_cap: crate::record::walk::MAX_INFLATED_BYTES,
+            };
+            let r = self
+                .log
+                .compact(&settings, capacity, plan.max_timestamp)
+                .await
+                .map_err(storage_error);
+            if let Ok(report) = &r {
+                self.cleaned_to.set(report.cleaned_to);
+            }
+            Some(r)
+        })
+    }
+
     fn flush(&self) -> LocalBoxFuture<'_, Result<(), KelpError>> {
         Box::pin(async move {
             self.log.sync_if_dirty().await.map_err(|e| {
@@ -266,6 +352,7 @@ impl Engine for LocalEngine {
             topic: topic.to_string(),
             config: self.config.clone(),
             cluster: self.cluster.clone(),
+            cleaned_to: std::cell::Cell::new(-1),
         })
     }
 
@@ -320,6 +407,7 @@ impl Engine for LocalEngine {
                         topic: topic.clone(),
                         config: self.config.clone(),
                         cluster: self.cluster.clone(),
+                        cleaned_to: std::cell::Cell::new(-1),
                     }),
                     topic,
                     partition,
@@ -355,6 +443,9 @@ impl Engine for LocalEngine {
         Background {
             retention_every: Some(Duration::from_millis(
                 self.config.retention_check_ms.max(10),
+            )),
+            clean_every: Some(Duration::from_millis(
+                self.config.log_cleaner_backoff_ms.max(10),
             )),
             flush_every: match self.config.fsync {
                 FsyncPolicy::Interval(ms) => Some(Duration::from_millis(ms)),
@@ -393,5 +484,65 @@ impl Engine for LocalEngine {
             crate::log::meta::put_record(&dir, &super::record_file(key), value.as_deref())
                 .map_err(KelpError::from),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cleaning_due, CleaningPlan};
+    use crate::cluster::TopicMeta;
+
+    fn topic(configs: &[(&str, &str)]) -> TopicMeta {
+        TopicMeta {
+            name: "t".into(),
+            id: uuid::Uuid::nil(),
+            partitions: 1,
+            configs: configs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn cleaning_is_due_at_the_dirty_ratio_or_the_max_lag() {
+        let now = 1_000_000;
+        // (base, next offset, size, max timestamp)
+        let sealed = [
+            (0, 10, 100, now - 500),
+            (10, 20, 100, now - 400),
+            (20, 30, 100, now - 300),
+        ];
+        let compact = topic(&[("cleanup.policy", "compact")]);
+        assert_eq!(cleaning_due(&topic(&[]), &sealed, -1, now), None);
+        let plan = CleaningPlan {
+            max_timestamp: now,
+            delete_retention_ms: 86_400_000,
+        };
+        assert_eq!(cleaning_due(&compact, &sealed, -1, now), Some(plan));
+        // Cleaned up to 20: a third dirty, under the 0.5 default.
+        assert_eq!(cleaning_due(&compact, &sealed, 20, now), None);
+        assert_eq!(cleaning_due(&compact, &sealed, 30, now), None);
+        let eager = topic(&[
+            ("cleanup.policy", "compact"),
+            ("min.cleanable.dirty.ratio", "0.3"),
+        ]);
+        assert!(cleaning_due(&eager, &sealed, 20, now).is_some());
+        // The dirty segment's records are older than max.compaction.lag.ms: due anyway.
+        let lagged = topic(&[
+            ("cleanup.policy", "compact"),
+            ("max.compaction.lag.ms", "200"),
+        ]);
+        assert!(cleaning_due(&lagged, &sealed, 20, now).is_some());
+        let lagging = topic(&[
+            ("cleanup.policy", "compact,delete"),
+            ("min.compaction.lag.ms", "350"),
+            ("delete.retention.ms", "5"),
+        ]);
+        let plan = CleaningPlan {
+            max_timestamp: now - 350,
+            delete_retention_ms: 5,
+        };
+        assert_eq!(cleaning_due(&lagging, &sealed, -1, now), Some(plan));
     }
 }

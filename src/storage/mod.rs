@@ -83,6 +83,14 @@ pub use crate::forwarder::TopicInfo;
 /// A topic's retention limits from its configs (-1: unlimited, also for a value that does
 /// not parse).
 pub fn retention_of(meta: &TopicMeta) -> crate::log::retention::Retention {
+    // Kafka deletes by time and size only under cleanup.policy delete (alone or with
+    // compact): a compact-only topic keeps every segment, however old.
+    let deletes = meta
+        .config("cleanup.policy")
+        .is_none_or(|p| p.split(',').any(|v| v.trim() == "delete"));
+    if !deletes {
+        return crate::log::retention::Retention { bytes: -1, ms: -1 };
+    }
     let get = |k: &str| {
         meta.config(k)
             .and_then(|v| v.parse::<i64>().ok())
@@ -99,6 +107,8 @@ pub fn retention_of(meta: &TopicMeta) -> crate::log::retention::Retention {
 pub struct Background {
     /// Apply retention.ms / retention.bytes every this often.
     pub retention_every: Option<Duration>,
+    /// Look for compacted partitions to clean ([`PartitionStore::compact`]) this often.
+    pub clean_every: Option<Duration>,
     /// Call [`PartitionStore::flush`] on every partition this often.
     pub flush_every: Option<Duration>,
     /// Re-read the cluster-wide records ([`Engine::records`]) this often, for engines that
@@ -169,6 +179,17 @@ pub trait PartitionStore {
         Box::pin(futures::future::ready(Err(KelpError::Storage(
             "this engine keeps no offsets of its own".into(),
         ))))
+    }
+
+    /// One log cleaner round if the partition's topic is compacted and due (dirty ratio,
+    /// lag): what it did, or None when nothing ran. Engines that keep no log of their own
+    /// clean nothing.
+    fn compact(
+        &self,
+        now_ms: i64,
+    ) -> LocalBoxFuture<'_, Option<Result<crate::log::cleaner::CleanReport, KelpError>>> {
+        let _ = now_ms;
+        Box::pin(futures::future::ready(None))
     }
 
     /// The log start retention asks for now, when it would move.
@@ -388,6 +409,31 @@ pub fn select(config: &Arc<Config>, shards: usize) -> anyhow::Result<Storage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn topic(configs: &[(&str, &str)]) -> TopicMeta {
+        TopicMeta {
+            name: "t".into(),
+            id: uuid::Uuid::nil(),
+            partitions: 1,
+            configs: configs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn compact_only_topics_are_not_deleted_by_time_or_size() {
+        let unlimited = crate::log::retention::Retention { bytes: -1, ms: -1 };
+        assert_eq!(
+            retention_of(&topic(&[("cleanup.policy", "compact")])),
+            unlimited
+        );
+        let both = retention_of(&topic(&[("cleanup.policy", "compact,delete")]));
+        assert_eq!(both.ms, 604_800_000);
+        let set = retention_of(&topic(&[("retention.bytes", "99")]));
+        assert_eq!((set.bytes, set.ms), (99, 604_800_000));
+    }
 
     #[test]
     fn record_keys_round_trip_through_file_names() {

@@ -266,6 +266,8 @@ impl Engine for SeaweedMqEngine {
     fn background(&self) -> super::Background {
         super::Background {
             retention_every: Some(self.retention_every),
+            // SeaweedMQ keeps the records: nothing of its log is Kelp's to clean.
+            clean_every: None,
             flush_every: None,
             // Other Kelp nodes change them too: re-read as often as the topics.
             records_every: Some(self.records_every),
