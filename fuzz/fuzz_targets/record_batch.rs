@@ -70,7 +70,7 @@ fn clean(h: &BatchHeader, b: &Bytes) {
         delete_retention_ms: 0,
         inflate_cap: CAP,
     };
-    let mut map = KeyMap::new(1 << 16, h.base_offset);
+    let mut map = KeyMap::new(1 << 16, h.base_offset, Default::default());
     if !matches!(map.add(b, h, &s), Ok(true)) {
         return;
     }

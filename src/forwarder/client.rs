@@ -174,6 +174,10 @@ pub struct Forwarder {
     pub(super) owning_stopped: tokio::sync::Notify,
     /// Take-overs running (None) or failed and waiting until then (Some).
     pub(super) taking: RefCell<HashMap<super::ownership::Key, Option<Instant>>>,
+    /// Failed take-overs in a row per partition, for their backoff.
+    pub(super) take_failures: RefCell<HashMap<super::ownership::Key, u32>>,
+    /// Slots for take-overs a request waits for: never queued behind background ones.
+    pub(super) asked_slots: Arc<tokio::sync::Semaphore>,
     /// Slots for take-overs running at once.
     pub(super) take_slots: Arc<tokio::sync::Semaphore>,
     /// The partitions this node leads, with their leases ([`super::ownership`]).
@@ -235,6 +239,8 @@ impl Forwarder {
             topic_seen: RefCell::new(Default::default()),
             tenures: RefCell::new(HashMap::new()),
             taking: RefCell::new(HashMap::new()),
+            take_failures: RefCell::new(HashMap::new()),
+            asked_slots: Arc::new(tokio::sync::Semaphore::new(super::ownership::TAKING)),
             take_slots: Arc::new(tokio::sync::Semaphore::new(super::ownership::TAKING)),
             last_ack: Cell::new(None),
             active_publishers: Cell::new(0),

@@ -48,8 +48,12 @@ const STOP_WAIT: Duration = Duration::from_secs(3);
 const PARALLEL: usize = 16;
 /// Take-overs running at once.
 pub(super) const TAKING: usize = 64;
-/// How long a failed take-over waits before it is tried again (unless a request asks).
+/// How long a failed take-over waits before it is tried again (unless a request asks),
+/// doubling with each failure in a row up to [`RETRY_MAX`]: a partition whose SeaweedMQ
+/// leader is gone must not keep the take-over slots busy.
 const RETRY_AFTER: Duration = Duration::from_secs(3);
+/// Longest wait between tries of a take-over that keeps failing.
+const RETRY_MAX: Duration = Duration::from_secs(60);
 /// How long a new tenure may spend reading back the records its predecessor's journal
 /// left pending.
 const RECOVER_WAIT: Duration = Duration::from_secs(3);
@@ -193,6 +197,9 @@ impl Forwarder {
             // whose broker is gone) never holds up another, nor the next round. A failed
             // one is tried again after RETRY_AFTER, or at once when a request asks.
             self.taking.borrow_mut().retain(|k, _| wanted.contains(k));
+            self.take_failures
+                .borrow_mut()
+                .retain(|k, _| wanted.contains(k));
             let now = Instant::now();
             let mut first = Vec::new();
             for k in missing {
@@ -205,8 +212,12 @@ impl Forwarder {
                     }
                     taking.insert(k.clone(), None);
                 }
-                let task =
-                    tokio::task::spawn_local(self.clone().take_in_background(k, owner.clone()));
+                let asked = asked_now.contains(&k);
+                let task = tokio::task::spawn_local(self.clone().take_in_background(
+                    k,
+                    owner.clone(),
+                    asked,
+                ));
                 if first_round.is_some() {
                     first.push(task);
                 }
@@ -232,19 +243,36 @@ impl Forwarder {
         }
     }
 
-    /// Takes one partition over (a task of its own, at most [`TAKING`] at once) and adds it
-    /// to the held set, or releases it again if placement moved on meanwhile.
-    async fn take_in_background(self: Rc<Self>, k: Key, owner: String) {
-        let Ok(_slot) = self.take_slots.clone().acquire_owned().await else {
+    /// Takes one partition over (a task of its own, at most [`TAKING`] at once, and as many
+    /// again for partitions a request waits for, `asked`, which never queue behind the
+    /// others) and adds it to the held set, or releases it again if placement moved on
+    /// meanwhile.
+    async fn take_in_background(self: Rc<Self>, k: Key, owner: String, asked: bool) {
+        let slots = if asked {
+            self.asked_slots.clone()
+        } else {
+            self.take_slots.clone()
+        };
+        let Ok(_slot) = slots.acquire_owned().await else {
             return;
         };
         let Some(t) = self.take(&k.0, k.1, &owner).await else {
+            let failures = {
+                let mut f = self.take_failures.borrow_mut();
+                let n = f.entry(k.clone()).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            };
+            let wait = RETRY_AFTER
+                .saturating_mul(1 << (failures - 1).min(5))
+                .min(RETRY_MAX);
             self.taking
                 .borrow_mut()
-                .insert(k, Some(Instant::now() + RETRY_AFTER));
+                .insert(k, Some(Instant::now() + wait));
             return;
         };
         self.taking.borrow_mut().remove(&k);
+        self.take_failures.borrow_mut().remove(&k);
         // Placement of this one key, not the whole wanted set again for each take-over.
         let still_here = self.cluster.placed_here(&k.0, k.1)
             && self.cluster.topic(&k.0).is_some_and(|t| k.1 < t.partitions);

@@ -10,6 +10,7 @@
 //! Reads and writes go through the page cache in bounded steps; the caller runs the cleaner
 //! in a low-share task queue and chooses the map's key capacity (its memory).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -50,6 +51,7 @@ pub struct CleanReport {
 #[derive(Clone)]
 pub(super) struct SealedFile {
     pub base: i64,
+    pub next_offset: i64,
     pub path: PathBuf,
     pub file: Rc<BufferedFile>,
     pub size: u64,
@@ -106,19 +108,28 @@ fn walk_error(seg: &SealedFile, e: crate::record::walk::WalkError) -> LogError {
 
 impl PartitionLog {
     /// One cleaning round over the sealed segments whose newest batch is at most
-    /// `max_timestamp` (`min.compaction.lag.ms`), mapping at most `capacity` keys.
+    /// `max_timestamp` (`min.compaction.lag.ms`): the keys of the dirty ones (from the first
+    /// holding offsets at or past `dirty_from`, the previous round's end) are mapped, at most
+    /// `capacity` entries, and every segment from the first up to the map's end is cleaned
+    /// against them, as Kafka's cleaner does. `producers` names each idempotent producer's
+    /// last batch (producer id to base offset), kept whole.
     pub async fn compact(
         &self,
         s: &Settings,
         capacity: usize,
         max_timestamp: i64,
+        dirty_from: i64,
+        producers: HashMap<i64, i64>,
     ) -> Result<CleanReport, LogError> {
         let sealed = self.sealed_files(max_timestamp);
-        let Some(first) = sealed.first() else {
-            return Ok(CleanReport::default());
+        let Some(first_dirty) = sealed.iter().find(|seg| seg.next_offset > dirty_from) else {
+            return Ok(CleanReport {
+                cleaned_to: dirty_from,
+                ..CleanReport::default()
+            });
         };
-        let mut map = KeyMap::new(capacity, first.base);
-        'map: for seg in &sealed {
+        let mut map = KeyMap::new(capacity, first_dirty.base, producers);
+        'map: for seg in sealed.iter().filter(|seg| seg.base >= first_dirty.base) {
             let mut r = BatchReader::new(seg);
             loop {
                 let step = r.next_step().await?;

@@ -50,24 +50,17 @@ fn record(offset: i64, k: &str, v: &str) -> (BatchHeader, Bytes) {
 
 /// (offset, key, value) of every record read from offset 0.
 async fn read_records(log: &PartitionLog) -> Vec<(i64, String, String)> {
-    let end = log.written_end();
     let mut out = Vec::new();
-    let mut at = 0;
-    while at < end {
-        let got = log.read(at, 1 << 20, end).await.unwrap();
-        assert!(!got.is_empty(), "nothing read at offset {at} below {end}");
-        for b in got {
-            let h = BatchHeader::parse(&b).unwrap();
-            let mut r = Records::new(&b, 1 << 20).unwrap();
-            while let Some(x) = r.next_record().unwrap() {
-                let s = |b: Option<Bytes>| String::from_utf8(b.unwrap().to_vec()).unwrap();
-                out.push((
-                    h.base_offset + i64::from(x.offset_delta),
-                    s(x.key),
-                    s(x.value),
-                ));
-            }
-            at = h.last_offset() + 1;
+    for b in super::fault_tests::read_all(log).await {
+        let h = BatchHeader::parse(&b).unwrap();
+        let mut r = Records::new(&b, 1 << 20).unwrap();
+        while let Some(x) = r.next_record().unwrap() {
+            let s = |b: Option<Bytes>| String::from_utf8(b.unwrap().to_vec()).unwrap();
+            out.push((
+                h.base_offset + i64::from(x.offset_delta),
+                s(x.key),
+                s(x.value),
+            ));
         }
     }
     out
@@ -97,7 +90,10 @@ fn cleaning_keeps_the_latest_value_of_each_key_at_its_offset() {
             let sealed = log.sealed_segments();
             sealed.last().unwrap().1
         };
-        let report = log.compact(&settings(), 1000, i64::MAX).await.unwrap();
+        let report = log
+            .compact(&settings(), 1000, i64::MAX, -1, HashMap::new())
+            .await
+            .unwrap();
         assert!(report.segments > 0 && report.keys == 5, "{report:?}");
         assert!(log.size() < before, "{} !< {before}", log.size());
 
@@ -119,7 +115,10 @@ fn cleaning_keeps_the_latest_value_of_each_key_at_its_offset() {
         assert_eq!(got, want);
 
         // Nothing more to do: no segment is rewritten again.
-        let again = log.compact(&settings(), 1000, i64::MAX).await.unwrap();
+        let again = log
+            .compact(&settings(), 1000, i64::MAX, -1, HashMap::new())
+            .await
+            .unwrap();
         assert_eq!(again.segments, 0, "{again:?}");
         drop(log);
 
@@ -129,6 +128,50 @@ fn cleaning_keeps_the_latest_value_of_each_key_at_its_offset() {
             .unwrap();
         assert_eq!(r.next_offset, 60);
         assert_eq!(read_records(&r.log).await, want);
+    });
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn later_rounds_map_only_the_dirty_segments_and_clean_the_whole_log_against_them() {
+    let d = dir("dirty");
+    let d2 = d.clone();
+    glommio::LocalExecutor::default().run(async move {
+        let log = PartitionLog::new(d2.clone(), FsyncPolicy::Always, Vec::new(), SMALL);
+        let append = |o: i64, k: String| {
+            let t = log
+                .enqueue(vec![record(o, &k, &format!("v{o}"))], SMALL)
+                .unwrap();
+            log.wait(t, true)
+        };
+        // 40 distinct keys, then 10 of them again, then one more record to seal them.
+        for i in 0..40i64 {
+            append(i, format!("k{i}")).await.unwrap();
+        }
+        let first = log
+            .compact(&settings(), 1000, i64::MAX, -1, HashMap::new())
+            .await
+            .unwrap();
+        for i in 40..50i64 {
+            append(i, format!("k{}", i - 40)).await.unwrap();
+        }
+        append(50, "last".into()).await.unwrap();
+        // Room for the dirty keys only (those of the segment that was active in the first
+        // round and the 10 again), not for the 40 of the whole log.
+        let r = log
+            .compact(&settings(), 20, i64::MAX, first.cleaned_to, HashMap::new())
+            .await
+            .unwrap();
+        assert!(r.segments > 0 && r.keys <= 20, "{r:?}");
+        let keys: Vec<(i64, String)> = read_records(&log)
+            .await
+            .into_iter()
+            .map(|(o, k, _)| (o, k))
+            .collect();
+        let mut want: Vec<(i64, String)> = (10..40).map(|i| (i, format!("k{i}"))).collect();
+        want.extend((40..50).map(|i| (i, format!("k{}", i - 40))));
+        want.push((50, "last".into()));
+        assert_eq!(keys, want);
     });
     let _ = std::fs::remove_dir_all(&d);
 }

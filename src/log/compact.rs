@@ -59,11 +59,11 @@ fn digest(key: &[u8]) -> [u8; 16] {
 
 impl KeyMap {
     /// An empty map for at most `capacity` entries (keys and producers), starting at offset
-    /// `start`.
-    pub fn new(capacity: usize, start: i64) -> Self {
+    /// `start`, knowing `producers`' last batches (producer id to base offset) already.
+    pub fn new(capacity: usize, start: i64, producers: HashMap<i64, i64>) -> Self {
         KeyMap {
             latest: HashMap::new(),
-            last_of_producer: HashMap::new(),
+            last_of_producer: producers,
             capacity,
             end: start,
         }
@@ -93,7 +93,11 @@ impl KeyMap {
             return Ok(false);
         }
         if h.producer_id >= 0 {
-            self.last_of_producer.insert(h.producer_id, h.base_offset);
+            let last = self
+                .last_of_producer
+                .entry(h.producer_id)
+                .or_insert(h.base_offset);
+            *last = (*last).max(h.base_offset);
         }
         if !(h.is_control() || h.is_transactional()) {
             let mut records = Records::new(batch, s.inflate_cap)?;
@@ -220,7 +224,7 @@ mod tests {
             ],
         );
         let b2 = batch(6, now, &[(Some("a"), Some("3"))]);
-        let mut map = KeyMap::new(100, 0);
+        let mut map = KeyMap::new(100, 0, HashMap::new());
         for (h, b) in [&b0, &b1, &b2] {
             assert!(map.add(b, h, &S).unwrap());
         }
@@ -254,7 +258,7 @@ mod tests {
         let fresh = S.now_ms;
         let t_old = batch(0, old, &[(Some("a"), None)]);
         let t_new = batch(1, fresh, &[(Some("b"), None)]);
-        let mut map = KeyMap::new(10, 0);
+        let mut map = KeyMap::new(10, 0, HashMap::new());
         assert!(map.add(&t_old.1, &t_old.0, &S).unwrap());
         assert!(map.add(&t_new.1, &t_new.0, &S).unwrap());
         assert_eq!(
@@ -272,7 +276,7 @@ mod tests {
         let now = S.now_ms;
         let b0 = batch(0, now, &[(Some("a"), Some("1")), (Some("b"), Some("1"))]);
         let b1 = batch(2, now, &[(Some("a"), Some("2")), (Some("c"), Some("1"))]);
-        let mut map = KeyMap::new(3, 0);
+        let mut map = KeyMap::new(3, 0, HashMap::new());
         assert!(map.add(&b0.1, &b0.0, &S).unwrap());
         assert!(!map.add(&b1.1, &b1.0, &S).unwrap());
         assert_eq!(map.end(), 2);
@@ -290,12 +294,16 @@ mod tests {
         // Producer 7 wrote b0 and b1 (headers only: the cleaner reads pid from them).
         h0.producer_id = 7;
         h1.producer_id = 7;
-        let mut map = KeyMap::new(10, 0);
+        let mut map = KeyMap::new(10, 0, HashMap::new());
         assert!(map.add(&b0, &h0, &S).unwrap());
         assert!(map.add(&b1, &h1, &S).unwrap());
         assert!(map.add(&b2.1, &b2.0, &S).unwrap());
         assert_eq!(clean_batch(&b0, &h0, &map, &S).unwrap(), Outcome::Gone);
         assert_eq!(clean_batch(&b1, &h1, &map, &S).unwrap(), Outcome::Whole);
+        // The partition's producer state names b0 as producer 7's last batch: it stays.
+        let mut map = KeyMap::new(10, 0, HashMap::from([(7, 0)]));
+        assert!(map.add(&b2.1, &b2.0, &S).unwrap());
+        assert_eq!(clean_batch(&b0, &h0, &map, &S).unwrap(), Outcome::Whole);
         let mut txn = h0;
         txn.attributes |= 0x10;
         assert_eq!(clean_batch(&b0, &txn, &map, &S).unwrap(), Outcome::Whole);

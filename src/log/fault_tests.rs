@@ -73,7 +73,7 @@ fn headers_of(all: &[&[Batch]]) -> Vec<BatchHeader> {
 }
 
 /// Every batch the log reads back from offset 0, in order.
-async fn read_all(log: &PartitionLog) -> Vec<Bytes> {
+pub(super) async fn read_all(log: &PartitionLog) -> Vec<Bytes> {
     let end = log.written_end();
     let mut out = Vec::new();
     let mut at = 0;

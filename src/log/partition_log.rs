@@ -694,6 +694,7 @@ impl PartitionLog {
             .take_while(|seg| !seg.is_active() && seg.index.max_timestamp() <= max_timestamp)
             .map(|seg| super::cleaner::SealedFile {
                 base: seg.base,
+                next_offset: seg.next_offset,
                 path: seg.path().to_path_buf(),
                 file: seg.file(),
                 size: seg.size,

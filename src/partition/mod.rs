@@ -132,6 +132,11 @@ impl Partition {
         p
     }
 
+    /// Each idempotent producer's last batch here, by base offset (the log cleaner keeps it).
+    pub fn producer_last_batches(&self) -> std::collections::HashMap<i64, i64> {
+        self.producers.last_batches()
+    }
+
     /// Starts a fresh partition's producer state from `producers` (a tenure taking over
     /// from another node's).
     pub fn seed_producers(&mut self, producers: ProducerStates) {

@@ -46,6 +46,15 @@ pub struct ProducerStates {
 }
 
 impl ProducerStates {
+    /// Each producer's last batch here, by its base offset: what the log cleaner keeps whole,
+    /// as recovery rebuilds the producer's sequence from it.
+    pub fn last_batches(&self) -> HashMap<i64, i64> {
+        self.producers
+            .iter()
+            .filter_map(|(&pid, e)| e.batches.back().map(|b| (pid, b.first_offset)))
+            .collect()
+    }
+
     /// State rebuilt from batch headers in log order (with their assigned base offsets).
     pub fn rebuild<'a>(headers: impl IntoIterator<Item = &'a BatchHeader>) -> Self {
         let mut s = ProducerStates::default();

@@ -372,16 +372,25 @@ impl Shard {
         }
     }
 
-    /// One retention pass over the owned partitions.
-    pub async fn apply_retention(&self) {
-        let now_ms = crate::clock::now_ms();
-        let stores: Vec<_> = self
-            .partitions
+    /// The owned partitions' stores, taken out of the partition map so that the work done
+    /// with them may wait without holding it.
+    fn stores(
+        &self,
+    ) -> Vec<(
+        (String, i32),
+        std::rc::Rc<dyn crate::storage::PartitionStore>,
+    )> {
+        self.partitions
             .borrow()
             .iter()
             .map(|(k, p)| (k.clone(), p.store().clone()))
-            .collect();
-        for ((topic, partition), store) in stores {
+            .collect()
+    }
+
+    /// One retention pass over the owned partitions.
+    pub async fn apply_retention(&self) {
+        let now_ms = crate::clock::now_ms();
+        for ((topic, partition), store) in self.stores() {
             let Some(cut) = store.retention_cut(now_ms).await else {
                 continue;
             };
@@ -420,14 +429,13 @@ impl Shard {
 
     /// One cleaner pass over the owned partitions, one partition at a time.
     pub async fn clean_partitions(&self) {
-        let stores: Vec<_> = self
-            .partitions
-            .borrow()
-            .iter()
-            .map(|(k, p)| (k.clone(), p.store().clone()))
-            .collect();
-        for ((topic, partition), store) in stores {
-            match store.compact(crate::clock::now_ms()).await {
+        for ((topic, partition), store) in self.stores() {
+            let Ok(producers) =
+                self.with_partition(&topic, partition, |p| p.producer_last_batches())
+            else {
+                continue;
+            };
+            match store.compact(crate::clock::now_ms(), producers).await {
                 None => {}
                 Some(Ok(r)) if r.segments == 0 => {
                     tracing::debug!(topic = %topic, partition, cleaned_to = r.cleaned_to, "log cleaner: nothing to remove");
@@ -462,13 +470,7 @@ impl Shard {
     pub async fn run_flush(self: Rc<Self>, every: Duration) {
         loop {
             glommio::timer::sleep(every).await;
-            let stores: Vec<_> = self
-                .partitions
-                .borrow()
-                .values()
-                .map(|p| p.store().clone())
-                .collect();
-            for store in stores {
+            for (_, store) in self.stores() {
                 // The store logs its own failures; the next round tries again.
                 let _ = store.flush().await;
             }

@@ -257,6 +257,7 @@ impl PartitionStore for LocalStore {
     fn compact(
         &self,
         now_ms: i64,
+        producers: std::collections::HashMap<i64, i64>,
     ) -> LocalBoxFuture<'_, Option<Result<crate::log::cleaner::CleanReport, KelpError>>> {
         Box::pin(async move {
             let meta = self.cluster.topic(&self.topic)?;
@@ -276,7 +277,13 @@ impl PartitionStore for LocalStore {
             };
             let r = self
                 .log
-                .compact(&settings, capacity, plan.max_timestamp)
+                .compact(
+                    &settings,
+                    capacity,
+                    plan.max_timestamp,
+                    self.cleaned_to.get(),
+                    producers,
+                )
                 .await
                 .map_err(storage_error);
             if let Ok(report) = &r {
@@ -490,19 +497,7 @@ impl Engine for LocalEngine {
 #[cfg(test)]
 mod tests {
     use super::{cleaning_due, CleaningPlan};
-    use crate::cluster::TopicMeta;
-
-    fn topic(configs: &[(&str, &str)]) -> TopicMeta {
-        TopicMeta {
-            name: "t".into(),
-            id: uuid::Uuid::nil(),
-            partitions: 1,
-            configs: configs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        }
-    }
+    use crate::storage::tests::topic;
 
     #[test]
     fn cleaning_is_due_at_the_dirty_ratio_or_the_max_lag() {

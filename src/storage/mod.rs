@@ -16,7 +16,7 @@ pub mod local;
 pub mod memory;
 pub mod seaweedmq;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -182,13 +182,15 @@ pub trait PartitionStore {
     }
 
     /// One log cleaner round if the partition's topic is compacted and due (dirty ratio,
-    /// lag): what it did, or None when nothing ran. Engines that keep no log of their own
-    /// clean nothing.
+    /// lag): what it did, or None when nothing ran. `producers` names each idempotent
+    /// producer's last batch (by base offset), which stays whole. Engines that keep no log
+    /// of their own clean nothing.
     fn compact(
         &self,
         now_ms: i64,
+        producers: HashMap<i64, i64>,
     ) -> LocalBoxFuture<'_, Option<Result<crate::log::cleaner::CleanReport, KelpError>>> {
-        let _ = now_ms;
+        let _ = (now_ms, producers);
         Box::pin(futures::future::ready(None))
     }
 
@@ -407,10 +409,11 @@ pub fn select(config: &Arc<Config>, shards: usize) -> anyhow::Result<Storage> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn topic(configs: &[(&str, &str)]) -> TopicMeta {
+    /// A topic `t` with one partition and these config overrides.
+    pub(crate) fn topic(configs: &[(&str, &str)]) -> TopicMeta {
         TopicMeta {
             name: "t".into(),
             id: uuid::Uuid::nil(),
