@@ -118,7 +118,11 @@ def test_announced_lengths_allocate_nothing_and_reads_stop_at_the_budget(request
         deadline = time.time() + 10
         while time.time() < deadline and gauge(mport, "kelp_request_memory_bytes") > 0:
             time.sleep(0.2)
-        assert gauge(mport, "kelp_request_memory_bytes") == 0
+        held = gauge(mport, "kelp_request_memory_bytes")
+        # Seen once in CI (100000000 left: two 50 MB frames' leases), never alone: say more.
+        assert held == 0, (f"{held} bytes still leased with every connection closed; "
+                           f"kelp_connections {gauge(mport, 'kelp_connections')}\n"
+                           f"{b.log_tail()[-3000:]}")
 
 
 def test_idle_connections_cost_about_a_kilobyte(request):
