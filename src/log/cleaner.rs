@@ -67,15 +67,21 @@ struct BatchReader<'a> {
 
 impl<'a> BatchReader<'a> {
     fn new(seg: &'a SealedFile) -> Self {
+        Self::with_chunk(seg, STEP)
+    }
+
+    fn with_chunk(seg: &'a SealedFile, chunk: usize) -> Self {
         BatchReader {
             seg,
             pos: 0,
-            chunk: STEP,
+            chunk,
             done: false,
         }
     }
 
-    /// The whole batches of the next step (empty once the segment is read).
+    /// The whole batches of the next step (empty once the segment is read). A segment that
+    /// does not read back as whole batches to its end is an error: the cleaner's copy must
+    /// never leave out what it could not read.
     async fn next_step(&mut self) -> Result<Vec<(BatchHeader, Bytes)>, LogError> {
         while !self.done && self.pos < self.seg.size {
             let len = self.chunk.min((self.seg.size - self.pos) as usize);
@@ -88,11 +94,21 @@ impl<'a> BatchReader<'a> {
                 .map(|b| (b.header, data.slice(b.pos..b.pos + b.header.total_len())))
                 .collect();
             match stop {
+                // The step ended on a batch boundary: the next one starts right after.
+                Stop::End if data.len() == len => self.pos += len as u64,
                 Stop::NeedMore { pos: p, total } if data.len() == len => {
                     self.pos += p as u64;
                     self.chunk = self.chunk.max(total);
                 }
-                _ => self.done = true,
+                _ => {
+                    self.done = true;
+                    return Err(LogError::Read(format!(
+                        "{}: not whole batches at {} of {} bytes",
+                        self.seg.path.display(),
+                        self.pos,
+                        self.seg.size
+                    )));
+                }
             }
             if !out.is_empty() {
                 return Ok(out);
@@ -270,5 +286,70 @@ impl PartitionLog {
             }
         }
         Ok(Some(written))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FsyncPolicy;
+    use crate::log::partition_log::RollSettings;
+    use crate::record::batch::ValidatedBatches;
+    use crate::record::build::simple_batch;
+
+    /// A read step that ends exactly where a batch ends must go on with the next step: the
+    /// cleaner once took such a boundary for the end of the segment (its copy would have
+    /// lost the rest).
+    #[test]
+    fn steps_ending_on_a_batch_boundary_read_on_to_the_end() {
+        let d = std::env::temp_dir().join(format!("kelp-steps-{}", uuid::Uuid::new_v4()));
+        let d2 = d.clone();
+        glommio::LocalExecutor::default().run(async move {
+            let roll = RollSettings {
+                segment_bytes: 1 << 20,
+                segment_ms: u64::MAX,
+            };
+            let log = PartitionLog::new(d2, FsyncPolicy::Always, Vec::new(), roll);
+            let batches = ValidatedBatches::validate(simple_batch(1, 100, 0), 1 << 20)
+                .unwrap()
+                .assign_offsets(0);
+            let one = batches[0].1.len();
+            let mut all = Vec::new();
+            for o in 0..10i64 {
+                let raw = simple_batch(1, 100, 0);
+                let b = ValidatedBatches::validate(raw, 1 << 20)
+                    .unwrap()
+                    .assign_offsets(o);
+                all.extend(b);
+            }
+            let t = log.enqueue(all, roll).unwrap();
+            log.wait(t, true).await.unwrap();
+            // Seal it: the next append rolls past a full-size check only by age, so roll
+            // explicitly with a tiny segment size.
+            let tiny = RollSettings {
+                segment_bytes: 1,
+                segment_ms: u64::MAX,
+            };
+            let more = ValidatedBatches::validate(simple_batch(1, 100, 0), 1 << 20)
+                .unwrap()
+                .assign_offsets(10);
+            let t = log.enqueue(more, tiny).unwrap();
+            log.wait(t, true).await.unwrap();
+            let sealed = log.sealed_files(i64::MAX);
+            let seg = sealed.first().expect("a sealed segment");
+            assert_eq!(seg.size, 10 * one as u64);
+            // Steps of exactly three batches: boundaries at 3, 6 and 9 batches.
+            let mut r = BatchReader::with_chunk(seg, 3 * one);
+            let mut offsets = Vec::new();
+            loop {
+                let step = r.next_step().await.unwrap();
+                if step.is_empty() {
+                    break;
+                }
+                offsets.extend(step.iter().map(|(h, _)| h.base_offset));
+            }
+            assert_eq!(offsets, (0..10).collect::<Vec<i64>>());
+        });
+        let _ = std::fs::remove_dir_all(&d);
     }
 }
