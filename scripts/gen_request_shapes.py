@@ -66,6 +66,8 @@ MESSAGES = [
     ("DESCRIBE_LOG_DIRS", "DescribeLogDirsRequest"),
     ("ELECT_LEADERS", "ElectLeadersRequest"),
     ("LIST_PARTITION_REASSIGNMENTS", "ListPartitionReassignmentsRequest"),
+    ("CONSUMER_GROUP_HEARTBEAT", "ConsumerGroupHeartbeatRequest"),
+    ("CONSUMER_GROUP_DESCRIBE", "ConsumerGroupDescribeRequest"),
     ("CONSUMER_PROTOCOL_SUBSCRIPTION", "ConsumerProtocolSubscription"),
 ]
 

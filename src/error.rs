@@ -136,6 +136,19 @@ pub mod code {
     pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
     /// ElectLeaders: the partition's leader already is the one asked for.
     pub const ELECTION_NOT_NEEDED: i16 = 84;
+    /// The consumer group has as many members as `--group-consumer-max-size` allows.
+    pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
+    /// KIP-848: the member's epoch is ahead of or behind what the coordinator knows: it
+    /// gives up its partitions and rejoins with epoch 0.
+    pub const FENCED_MEMBER_EPOCH: i16 = 110;
+    /// KIP-848: a static member's instance id is held by a member that has not left.
+    pub const UNRELEASED_INSTANCE_ID: i16 = 111;
+    /// KIP-848: the server-side assignor named is not one the coordinator has.
+    pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
+    /// KIP-848: an offset commit or fetch by a member epoch older than the member's.
+    pub const STALE_MEMBER_EPOCH: i16 = 113;
+    /// KIP-848: a subscription regex that does not compile.
+    pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
 }
 
 /// A broker-side failure, typed so each maps to exactly one Kafka error code.
@@ -270,6 +283,37 @@ pub enum KelpError {
     /// A group that does not exist.
     #[error("group not found")]
     GroupIdNotFound,
+    /// A group of the other protocol (classic or consumer) holds the id.
+    #[error("group {0} is not a {1} group")]
+    GroupProtocolMismatch(String, &'static str),
+    /// The consumer group is full (`--group-consumer-max-size`).
+    #[error("the consumer group has reached its maximum size of {0} members")]
+    GroupMaxSizeReached(usize),
+    /// KIP-848: the member's epoch does not match the coordinator's.
+    #[error("member epoch {got} is fenced (the member's epoch is {expected})")]
+    FencedMemberEpoch {
+        /// The epoch sent.
+        got: i32,
+        /// The member's epoch at the coordinator.
+        expected: i32,
+    },
+    /// KIP-848: a commit or fetch by an older member epoch.
+    #[error("member epoch {got} is stale (the member's epoch is {expected})")]
+    StaleMemberEpoch {
+        /// The epoch sent.
+        got: i32,
+        /// The member's epoch at the coordinator.
+        expected: i32,
+    },
+    /// KIP-848: another member still holds the static instance id.
+    #[error("instance id {0} is still held by a member that has not left")]
+    UnreleasedInstanceId(String),
+    /// KIP-848: an unknown server-side assignor.
+    #[error("server assignor {0} is not supported (uniform, range)")]
+    UnsupportedAssignor(String),
+    /// KIP-848: a subscription regex that does not compile.
+    #[error("invalid regular expression {0}")]
+    InvalidRegularExpression(String),
     /// OffsetDelete of a partition the group still consumes.
     #[error("the group is subscribed to the topic")]
     GroupSubscribedToTopic,
@@ -406,7 +450,13 @@ impl KelpError {
             MemberIdRequired => code::MEMBER_ID_REQUIRED,
             FencedInstanceId => code::FENCED_INSTANCE_ID,
             NonEmptyGroup => code::NON_EMPTY_GROUP,
-            GroupIdNotFound => code::GROUP_ID_NOT_FOUND,
+            GroupIdNotFound | GroupProtocolMismatch(..) => code::GROUP_ID_NOT_FOUND,
+            GroupMaxSizeReached(_) => code::GROUP_MAX_SIZE_REACHED,
+            FencedMemberEpoch { .. } => code::FENCED_MEMBER_EPOCH,
+            StaleMemberEpoch { .. } => code::STALE_MEMBER_EPOCH,
+            UnreleasedInstanceId(_) => code::UNRELEASED_INSTANCE_ID,
+            UnsupportedAssignor(_) => code::UNSUPPORTED_ASSIGNOR,
+            InvalidRegularExpression(_) => code::INVALID_REGULAR_EXPRESSION,
             GroupSubscribedToTopic => code::GROUP_SUBSCRIBED_TO_TOPIC,
             OffsetMetadataTooLarge(_) => code::OFFSET_METADATA_TOO_LARGE,
             OutOfOrderSequence { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,

@@ -32,6 +32,9 @@ fn response(error_code: i16) -> ApiVersionsResponse {
 /// The feature naming the transaction protocol level (KIP-890).
 const TRANSACTION_VERSION: &str = "transaction.version";
 
+/// The feature naming the group coordinator's protocol level: 1 serves KIP-848 groups.
+const GROUP_VERSION: &str = "group.version";
+
 /// The epoch of the finalized features: clients keep the features of the highest epoch they
 /// saw, so it grows with every start (a changed `--transaction-version` reaches clients that
 /// reconnect), as Kafka's metadata offset grows.
@@ -42,26 +45,46 @@ fn features_epoch() -> i64 {
 
 /// Adds the features to a successful answer: the levels this broker supports (to v4+
 /// requests: Kafka leaves out features whose minimum is 0 before, KAFKA-17492) and the
-/// finalized `transaction.version`, when the storage engine keeps transactions.
+/// finalized ones: `transaction.version`, when the storage engine keeps transactions, and
+/// `group.version` 1 (KIP-848 consumer groups are served), as Kafka 4 lists them.
 fn with_features(mut r: ApiVersionsResponse, ctx: &RequestContext) -> ApiVersionsResponse {
     // Features are tagged fields, which v3 brought.
-    if ctx.header.api_version < 3 || !ctx.shard.engine.supports_transactions() {
+    if ctx.header.api_version < 3 {
         return r;
     }
+    let txn_level = if ctx.shard.engine.supports_transactions() {
+        Some(ctx.shard.config.transaction_version)
+    } else {
+        None
+    };
+    let supported = txn_level
+        .map(|_| (TRANSACTION_VERSION, 2))
+        .into_iter()
+        .chain([(GROUP_VERSION, 1)]);
     if ctx.header.api_version >= 4 {
-        r.supported_features = vec![SupportedFeatureKey::default()
-            .with_name(TRANSACTION_VERSION.into())
-            .with_min_version(0)
-            .with_max_version(2)];
+        r.supported_features = supported
+            .map(|(name, max)| {
+                SupportedFeatureKey::default()
+                    .with_name(name.into())
+                    .with_min_version(0)
+                    .with_max_version(max)
+            })
+            .collect();
     }
-    let level = ctx.shard.config.transaction_version;
     r.finalized_features_epoch = features_epoch();
-    if level > 0 {
-        r.finalized_features = vec![FinalizedFeatureKey::default()
-            .with_name(TRANSACTION_VERSION.into())
-            .with_min_version_level(level)
-            .with_max_version_level(level)];
-    }
+    let finalized = txn_level
+        .filter(|l| *l > 0)
+        .map(|l| (TRANSACTION_VERSION, l))
+        .into_iter()
+        .chain([(GROUP_VERSION, 1)]);
+    r.finalized_features = finalized
+        .map(|(name, level)| {
+            FinalizedFeatureKey::default()
+                .with_name(name.into())
+                .with_min_version_level(level)
+                .with_max_version_level(level)
+        })
+        .collect();
     r
 }
 

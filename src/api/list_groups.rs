@@ -1,5 +1,5 @@
 //! ListGroups (key 16, v0-v5): the groups of every shard, filtered by state (v4+) and type
-//! (v5+; every Kelp group is "classic").
+//! (v5+: "classic" or "consumer", the KIP-848 groups).
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
@@ -17,11 +17,6 @@ pub async fn handle(
 ) -> Result<Response, ConnectionError> {
     let mut resp = ListGroupsResponse::default();
     resp.error_code = code::NONE;
-    let type_ok = req.types_filter.is_empty()
-        || req
-            .types_filter
-            .iter()
-            .any(|t| t.as_str().eq_ignore_ascii_case("classic"));
     // Kafka lists every group to a principal that may describe the cluster, else only the
     // groups it may describe.
     let all_visible = ctx.cluster_allowed(Operation::Describe);
@@ -38,7 +33,12 @@ pub async fn handle(
                 || req
                     .states_filter
                     .iter()
-                    .any(|s| g.state.matches(s.as_str()));
+                    .any(|s| s.as_str().eq_ignore_ascii_case(g.state));
+            let type_ok = req.types_filter.is_empty()
+                || req
+                    .types_filter
+                    .iter()
+                    .any(|t| t.as_str().eq_ignore_ascii_case(g.group_type));
             if !(state_ok && type_ok) {
                 continue;
             }
@@ -48,8 +48,8 @@ pub async fn handle(
             let mut lg = ListedGroup::default();
             lg.group_id = GroupId(sb(g.group_id));
             lg.protocol_type = sb(g.protocol_type);
-            lg.group_state = sb(g.state.as_str());
-            lg.group_type = sb("classic");
+            lg.group_state = sb(g.state);
+            lg.group_type = sb(g.group_type);
             resp.groups.push(lg);
         }
     }

@@ -87,7 +87,11 @@ pub async fn handle(
         Some(ts) => {
             let mut out = Vec::with_capacity(ts.len());
             for t in ts {
-                out.push(match &t.name {
+                // Java clients asking by topic id send an empty name beside it (the field's
+                // default), not a null one.
+                let by_id = t.name.as_ref().is_none_or(|n| n.0.is_empty()) && !t.topic_id.is_nil();
+                let name = if by_id { None } else { t.name.as_ref() };
+                out.push(match name {
                     Some(name)
                         if !ctx.allowed(
                             Operation::Describe,

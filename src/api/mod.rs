@@ -8,6 +8,8 @@ pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
@@ -256,6 +258,12 @@ pub async fn dispatch(
         Request::DescribeConfigs(r) => describe_configs::handle(&ctx, r).map(Some),
         Request::DescribeCluster(r) => describe_cluster::handle(&ctx, r).map(Some),
         Request::DescribeLogDirs(r) => describe_log_dirs::handle(&ctx, r).await.map(Some),
+        Request::ConsumerGroupHeartbeat(r) => {
+            consumer_group_heartbeat::handle(&ctx, r).await.map(Some)
+        }
+        Request::ConsumerGroupDescribe(r) => {
+            consumer_group_describe::handle(&ctx, r).await.map(Some)
+        }
         Request::ElectLeaders(r) => elect_leaders::handle(&ctx, r).map(Some),
         Request::ListPartitionReassignments(r) => {
             list_partition_reassignments::handle(&ctx, r).map(Some)

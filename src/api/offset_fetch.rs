@@ -24,6 +24,7 @@ async fn fetch_group(
     group: String,
     partitions: Option<Vec<(String, i32)>>,
     require_stable: bool,
+    member: Option<(String, i32)>,
 ) -> Fetched {
     if !ctx.allowed(Operation::Describe, ResourceType::Group, &group) {
         return Err(KelpError::GroupAuthorizationFailed);
@@ -35,6 +36,7 @@ async fn fetch_group(
             FetchRequest {
                 partitions,
                 require_stable,
+                member,
             },
         ))
         .await
@@ -115,7 +117,13 @@ pub async fn handle(
             });
             let mut rg = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
             let all = parts.is_none();
-            match fetch_group(ctx, g.group_id.0.to_string(), parts, req.require_stable).await {
+            // v9: a KIP-848 member names itself and its epoch, checked like a commit's.
+            let member = g
+                .member_id
+                .as_ref()
+                .map(|m| (m.to_string(), g.member_epoch));
+            let group = g.group_id.0.to_string();
+            match fetch_group(ctx, group, parts, req.require_stable, member).await {
                 Ok(rows) => {
                     rg.error_code = code::NONE;
                     rg.topics = visible(ctx, rows, all)
@@ -155,7 +163,15 @@ pub async fn handle(
             .collect()
     });
     let all = parts.is_none();
-    match fetch_group(ctx, req.group_id.0.to_string(), parts, req.require_stable).await {
+    match fetch_group(
+        ctx,
+        req.group_id.0.to_string(),
+        parts,
+        req.require_stable,
+        None,
+    )
+    .await
+    {
         Ok(rows) => {
             resp.error_code = code::NONE;
             resp.topics = visible(ctx, rows, all)

@@ -73,6 +73,9 @@ pub struct Snapshot {
     pub topics: HashMap<String, Arc<TopicMeta>>,
     /// The same topics by id, for requests that name topics by id.
     pub by_id: HashMap<Uuid, Arc<TopicMeta>>,
+    /// Grows by one with every snapshot published: consumer groups tell by it whether the
+    /// topics changed since they last resolved their subscriptions.
+    pub version: u64,
 }
 
 impl Snapshot {
@@ -216,6 +219,7 @@ impl Cluster {
                 KelpError::from(e)
             })?;
         }
+        next.version += 1;
         self.snapshot.store(Arc::new(next));
         self.published.notify(usize::MAX);
         Ok(())

@@ -320,6 +320,20 @@ pub struct Config {
     #[arg(long, default_value_t = 1_800_000)]
     pub group_max_session_timeout_ms: i32,
 
+    /// Silence after which a member of a KIP-848 consumer group (group.protocol=consumer) is
+    /// removed (Kafka's group.consumer.session.timeout.ms).
+    #[arg(long, default_value_t = 45_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub group_consumer_session_timeout_ms: u64,
+
+    /// How often members of KIP-848 consumer groups are told to heartbeat (Kafka's
+    /// group.consumer.heartbeat.interval.ms); keep it well below the session timeout.
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
+    pub group_consumer_heartbeat_interval_ms: u64,
+
+    /// Most members a KIP-848 consumer group may have (Kafka's group.consumer.max.size).
+    #[arg(long, default_value_t = i32::MAX as usize)]
+    pub group_consumer_max_size: usize,
+
     /// SeaweedFS master (HTTP address, gRPC on port + 10000, or host:port.grpcport), used
     /// to find the mq brokers and the filer (`--storage seaweedmq`).
     #[arg(long)]

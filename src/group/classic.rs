@@ -30,6 +30,8 @@ pub struct GroupConfig {
     /// group.max.session.timeout.ms: a longer session is refused, so a dead member cannot
     /// stall its group for long.
     pub max_session_timeout_ms: i32,
+    /// Settings of KIP-848 consumer groups.
+    pub consumer: super::consumer::ConsumerConfig,
 }
 
 impl Default for GroupConfig {
@@ -38,6 +40,7 @@ impl Default for GroupConfig {
             initial_rebalance_delay: Duration::from_millis(3000),
             min_session_timeout_ms: 6000,
             max_session_timeout_ms: 1_800_000,
+            consumer: super::consumer::ConsumerConfig::default(),
         }
     }
 }

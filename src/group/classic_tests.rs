@@ -9,6 +9,7 @@ fn cfg() -> GroupConfig {
         initial_rebalance_delay: DELAY,
         min_session_timeout_ms: 1000,
         max_session_timeout_ms: 60_000,
+        consumer: Default::default(),
     }
 }
 

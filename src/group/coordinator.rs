@@ -10,6 +10,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use super::classic::{Group, GroupConfig, Pending};
+use super::consumer::{ConsumerGroup, Description, HeartbeatIn, HeartbeatOut};
 use super::messages::{
     CommitRequest, FetchRequest, FetchedOffset, GroupListing, GroupReply, GroupRequest,
     JoinResponse, PartitionResults, SyncResponse, TxnCommitRequest,
@@ -25,6 +26,8 @@ pub const MAX_METADATA_BYTES: usize = 4096;
 pub struct Coordinator {
     config: GroupConfig,
     groups: RefCell<HashMap<String, Group>>,
+    /// KIP-848 groups; an id is in at most one of the two maps.
+    consumers: RefCell<HashMap<String, ConsumerGroup>>,
     offsets: Rc<dyn OffsetStore>,
     /// Offsets transactional producers committed (TxnOffsetCommit), by group and producer
     /// id, waiting for their transaction's end.
@@ -40,6 +43,7 @@ impl Coordinator {
         Coordinator {
             config,
             groups: RefCell::new(HashMap::new()),
+            consumers: RefCell::new(HashMap::new()),
             offsets,
             pending: RefCell::new(HashMap::new()),
         }
@@ -56,7 +60,84 @@ impl Coordinator {
 
     /// Whether the group exists: has members, a past generation or committed offsets.
     fn exists(&self, id: &str) -> bool {
-        self.groups.borrow().contains_key(id) || !self.offsets.fetch_all(id).is_empty()
+        self.groups.borrow().contains_key(id)
+            || self.consumers.borrow().contains_key(id)
+            || !self.offsets.fetch_all(id).is_empty()
+    }
+
+    /// Runs `f` on the KIP-848 group `id`, if there is one.
+    fn with_consumer<R>(&self, id: &str, f: impl FnOnce(&mut ConsumerGroup) -> R) -> Option<R> {
+        self.consumers.borrow_mut().get_mut(id).map(f)
+    }
+
+    /// An empty group of the other protocol gives way to a member of this one; a group with
+    /// members does not (Kafka's online migration between the protocols is not served).
+    fn classic_has_members(&self, id: &str) -> bool {
+        let mut groups = self.groups.borrow_mut();
+        match groups.get(id) {
+            Some(g) if !g.is_empty() => true,
+            Some(_) => {
+                if let Some(mut g) = groups.remove(id) {
+                    g.kill();
+                }
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn consumer_has_members(&self, id: &str) -> bool {
+        let mut consumers = self.consumers.borrow_mut();
+        match consumers.get(id) {
+            Some(g) if !g.is_empty() => true,
+            Some(_) => {
+                consumers.remove(id);
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn consumer_heartbeat(
+        &self,
+        id: &str,
+        r: HeartbeatIn,
+        now: Instant,
+    ) -> Result<HeartbeatOut, KelpError> {
+        if id.is_empty() {
+            return Err(KelpError::InvalidGroupId);
+        }
+        if self.classic_has_members(id) {
+            return Err(KelpError::GroupProtocolMismatch(id.to_string(), "consumer"));
+        }
+        let mut consumers = self.consumers.borrow_mut();
+        if r.member_epoch == 0 && !consumers.contains_key(id) {
+            consumers.insert(id.to_string(), ConsumerGroup::new(id, self.config.consumer));
+        }
+        // Groups live in memory: after a restart or a move a member's group is gone, and
+        // UNKNOWN_MEMBER_ID makes it rejoin at epoch 0.
+        let g = consumers.get_mut(id).ok_or(KelpError::UnknownMemberId)?;
+        g.heartbeat(r, now)
+    }
+
+    fn consumer_describe(&self, id: &str) -> Result<Description, KelpError> {
+        if let Some(d) = self.with_consumer(id, |g| g.describe()) {
+            return Ok(d);
+        }
+        if self.groups.borrow().get(id).is_some_and(|g| !g.is_empty()) {
+            return Err(KelpError::GroupProtocolMismatch(id.to_string(), "consumer"));
+        }
+        Err(KelpError::GroupIdNotFound)
+    }
+
+    /// A commit (or a fetch naming a member) to a KIP-848 group: Some(check), else None.
+    fn consumer_check(
+        &self,
+        id: &str,
+        member_id: &str,
+        epoch: i32,
+    ) -> Option<Result<(), KelpError>> {
+        self.with_consumer(id, |g| g.check_member(member_id, epoch))
     }
 
     /// Answers one request for a group owned by this shard.
@@ -71,6 +152,12 @@ impl Coordinator {
                     ));
                 }
                 let member_id = r.member_id.clone();
+                if self.consumer_has_members(&g) {
+                    return GroupReply::Join(JoinResponse::failed(
+                        KelpError::InconsistentGroupProtocol,
+                        member_id,
+                    ));
+                }
                 let pending = self
                     .with_group(&g, true, |grp| grp.join(r, now))
                     .expect("created");
@@ -104,6 +191,15 @@ impl Coordinator {
                             .collect())
                     }),
             ),
+            GroupRequest::Describe(g) if self.consumers.borrow().contains_key(&g) => {
+                GroupReply::Describe(Err(KelpError::GroupProtocolMismatch(g, "classic")))
+            }
+            GroupRequest::ConsumerHeartbeat(g, r) => {
+                GroupReply::ConsumerHeartbeat(self.consumer_heartbeat(&g, *r, now))
+            }
+            GroupRequest::ConsumerDescribe(g) => {
+                GroupReply::ConsumerDescribe(self.consumer_describe(&g))
+            }
             GroupRequest::Describe(g) => GroupReply::Describe(Ok(self
                 .with_group(&g, false, |grp| grp.describe())
                 .unwrap_or_else(|| super::messages::GroupDescription {
@@ -119,7 +215,14 @@ impl Coordinator {
             GroupRequest::List => GroupReply::List(self.list()),
             GroupRequest::Delete(g) => GroupReply::Delete(self.delete(&g).await),
             GroupRequest::Commit(g, r) => GroupReply::Commit(self.commit(&g, r).await),
-            GroupRequest::Fetch(g, r) => GroupReply::Fetch(Ok(self.fetch(&g, r))),
+            GroupRequest::Fetch(g, r) => {
+                let check = r
+                    .member
+                    .as_ref()
+                    .and_then(|(m, e)| self.consumer_check(&g, m, *e))
+                    .unwrap_or(Ok(()));
+                GroupReply::Fetch(check.map(|()| self.fetch(&g, r)))
+            }
             GroupRequest::DeleteOffsets(g, parts) => {
                 GroupReply::DeleteOffsets(self.delete_offsets(&g, parts).await)
             }
@@ -141,15 +244,24 @@ impl Coordinator {
             .map(|g| GroupListing {
                 group_id: g.id.clone(),
                 protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state,
+                state: g.state.as_str(),
+                group_type: "classic",
             })
             .collect();
+        let consumers = self.consumers.borrow();
+        out.extend(consumers.values().map(|g| GroupListing {
+            group_id: g.id.clone(),
+            protocol_type: "consumer".to_string(),
+            state: g.state(),
+            group_type: "consumer",
+        }));
         for id in self.offsets.groups() {
-            if !groups.contains_key(&id) {
+            if !groups.contains_key(&id) && !consumers.contains_key(&id) {
                 out.push(GroupListing {
                     group_id: id,
                     protocol_type: String::new(),
-                    state: GroupState::Empty,
+                    state: GroupState::Empty.as_str(),
+                    group_type: "classic",
                 });
             }
         }
@@ -162,10 +274,12 @@ impl Coordinator {
         }
         let non_empty = self
             .with_group(id, false, |g| !g.is_empty())
+            .or_else(|| self.with_consumer(id, |g| !g.is_empty()))
             .unwrap_or(false);
         if non_empty {
             return Err(KelpError::NonEmptyGroup);
         }
+        self.consumers.borrow_mut().remove(id);
         if let Some(mut g) = self.groups.borrow_mut().remove(id) {
             g.kill();
         }
@@ -177,11 +291,16 @@ impl Coordinator {
             return Err(KelpError::InvalidGroupId);
         }
         let simple = r.generation_id < 0 && r.member_id.is_empty() && r.instance_id.is_none();
-        // A simple commit creates the group (Empty); a member commit needs the group to exist.
-        self.with_group(id, simple, |g| {
-            g.check_commit(&r.member_id, r.instance_id.as_deref(), r.generation_id)
-        })
-        .unwrap_or(Err(KelpError::IllegalGeneration))?;
+        match self.consumer_check(id, &r.member_id, r.generation_id) {
+            Some(check) => check?,
+            // A simple commit creates the group (Empty); a member commit needs the group to
+            // exist.
+            None => self
+                .with_group(id, simple, |g| {
+                    g.check_commit(&r.member_id, r.instance_id.as_deref(), r.generation_id)
+                })
+                .unwrap_or(Err(KelpError::IllegalGeneration))?,
+        }
         let mut results = Vec::with_capacity(r.offsets.len());
         let mut accepted = Vec::with_capacity(r.offsets.len());
         for (tp, off) in r.offsets {
@@ -215,10 +334,14 @@ impl Coordinator {
         }
         if r.generation_id >= 0 || !r.member_id.is_empty() {
             // KIP-447: a member of an older generation may not commit for the group.
-            self.with_group(id, false, |g| {
-                g.check_commit(&r.member_id, r.instance_id.as_deref(), r.generation_id)
-            })
-            .unwrap_or(Err(KelpError::IllegalGeneration))?;
+            match self.consumer_check(id, &r.member_id, r.generation_id) {
+                Some(check) => check?,
+                None => self
+                    .with_group(id, false, |g| {
+                        g.check_commit(&r.member_id, r.instance_id.as_deref(), r.generation_id)
+                    })
+                    .unwrap_or(Err(KelpError::IllegalGeneration))?,
+            }
         }
         let mut results = Vec::with_capacity(r.offsets.len());
         let mut pending = self.pending.borrow_mut();
@@ -335,6 +458,7 @@ impl Coordinator {
                     Some(g.subscribed_topics())
                 }
             })
+            .or_else(|| self.with_consumer(id, |g| (!g.is_empty()).then(|| g.subscribed_topics())))
             .flatten();
         let mut results = Vec::with_capacity(parts.len());
         let mut deletable = Vec::new();
@@ -365,6 +489,7 @@ impl Coordinator {
     /// waiting join or sync is answered as a rebalance, and the rejoin is refused here).
     pub fn forget(&self, id: &str) {
         self.groups.borrow_mut().remove(id);
+        self.consumers.borrow_mut().remove(id);
         self.offsets.forget(id);
     }
 
@@ -372,6 +497,9 @@ impl Coordinator {
     pub fn tick(&self, now: Instant) {
         let mut groups = self.groups.borrow_mut();
         for g in groups.values_mut() {
+            g.tick(now);
+        }
+        for g in self.consumers.borrow_mut().values_mut() {
             g.tick(now);
         }
     }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::consumer::{Description, HeartbeatIn, HeartbeatOut};
 use super::offsets::{CommittedOffset, TopicPartition};
 use super::state::GroupState;
 use crate::error::KelpError;
@@ -181,8 +182,10 @@ pub struct GroupListing {
     pub group_id: String,
     /// e.g. "consumer"; empty for a group with offsets only.
     pub protocol_type: String,
-    /// Where the group is in its rebalance cycle (ListGroups v4+ filters on it).
-    pub state: GroupState,
+    /// Its state as Kafka names it (ListGroups v4+ filters on it).
+    pub state: &'static str,
+    /// "classic" or "consumer" (ListGroups v5+ filters on it).
+    pub group_type: &'static str,
 }
 
 /// Who commits: a group member (generation >= 0 or a member id) or a "simple" committer.
@@ -225,6 +228,8 @@ pub struct FetchRequest {
     /// KIP-447: a partition whose offset an open transaction holds answers
     /// UNSTABLE_OFFSET_COMMIT instead of its last committed offset.
     pub require_stable: bool,
+    /// v9+: the fetching member and its epoch (KIP-848 groups check them).
+    pub member: Option<(String, i32)>,
 }
 
 /// One partition of an OffsetFetch answer: its committed offset (None: none), or why not.
@@ -253,6 +258,10 @@ pub enum GroupRequest {
     Fetch(String, FetchRequest),
     /// OffsetDelete: partitions whose offsets group `.0` drops.
     DeleteOffsets(String, Vec<TopicPartition>),
+    /// ConsumerGroupHeartbeat (KIP-848) to group `.0`.
+    ConsumerHeartbeat(String, Box<HeartbeatIn>),
+    /// ConsumerGroupDescribe for one group.
+    ConsumerDescribe(String),
     /// TxnOffsetCommit to group `.0`.
     TxnCommit(String, TxnCommitRequest),
     /// A transaction that committed offsets of a group ended: its offsets become the
@@ -282,6 +291,8 @@ impl GroupRequest {
             Commit(..) => GroupReply::Commit(Err(error)),
             Fetch(..) => GroupReply::Fetch(Err(error)),
             DeleteOffsets(..) => GroupReply::DeleteOffsets(Err(error)),
+            ConsumerHeartbeat(..) => GroupReply::ConsumerHeartbeat(Err(error)),
+            ConsumerDescribe(_) => GroupReply::ConsumerDescribe(Err(error)),
             TxnCommit(..) => GroupReply::Commit(Err(error)),
             TxnOutcome { .. } => GroupReply::Done(Err(error)),
         }
@@ -300,6 +311,8 @@ impl GroupRequest {
             | Commit(g, _)
             | Fetch(g, _)
             | DeleteOffsets(g, _)
+            | ConsumerHeartbeat(g, _)
+            | ConsumerDescribe(g)
             | TxnCommit(g, _)
             | TxnOutcome { group_id: g, .. } => Some(g),
             List => None,
@@ -335,6 +348,10 @@ pub enum GroupReply {
     DeleteOffsets(Result<PartitionResults, KelpError>),
     /// To [`GroupRequest::TxnOutcome`].
     Done(Result<(), KelpError>),
+    /// To [`GroupRequest::ConsumerHeartbeat`].
+    ConsumerHeartbeat(Result<HeartbeatOut, KelpError>),
+    /// To [`GroupRequest::ConsumerDescribe`].
+    ConsumerDescribe(Result<Description, KelpError>),
     /// The coordinator could not be reached.
     Unavailable,
 }

@@ -1,12 +1,14 @@
-//! Consumer group coordination (Kafka's classic group protocol), sharded by group id.
+//! Consumer group coordination (Kafka's classic group protocol and KIP-848 consumer groups),
+//! sharded by group id.
 //!
 //! Each group lives on exactly one shard, its coordinator shard
 //! ([`crate::cluster::routing::group_owner`]). [`Coordinator`] holds that shard's groups and committed offsets and answers [`GroupRequest`]s,
 //! whether they come from a connection on the same core or over the channel mesh from another.
-//! [`Group`] is the pure per-group state machine; [`OffsetStore`] the pluggable offsets store.
+//! [`Group`] is the pure classic state machine, [`consumer::ConsumerGroup`] the KIP-848 one; [`OffsetStore`] the pluggable offsets store.
 //! Nothing here touches the network, partitions or cluster metadata; `api/` validates topics.
 
 pub mod classic;
+pub mod consumer;
 pub mod coordinator;
 pub mod member;
 pub mod messages;

@@ -26,9 +26,4 @@ impl GroupState {
             GroupState::Dead => "Dead",
         }
     }
-
-    /// Whether a ListGroups states filter entry names this state (Kafka compares ignoring case).
-    pub fn matches(self, filter: &str) -> bool {
-        self.as_str().eq_ignore_ascii_case(filter)
-    }
 }

@@ -26,7 +26,8 @@ use kafka_protocol::messages::{
     SaslHandshakeRequest,
 };
 use kafka_protocol::messages::{
-    DescribeLogDirsRequest, ElectLeadersRequest, ListPartitionReassignmentsRequest,
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, DescribeLogDirsRequest,
+    ElectLeadersRequest, ListPartitionReassignmentsRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -110,6 +111,8 @@ requests! {
     DescribeLogDirs(DescribeLogDirsRequest) = DESCRIBE_LOG_DIRS,
     ElectLeaders(ElectLeadersRequest) = ELECT_LEADERS,
     ListPartitionReassignments(ListPartitionReassignmentsRequest) = LIST_PARTITION_REASSIGNMENTS,
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest) = CONSUMER_GROUP_HEARTBEAT,
+    ConsumerGroupDescribe(ConsumerGroupDescribeRequest) = CONSUMER_GROUP_DESCRIBE,
 }
 
 /// Parses a whole request frame (without its length prefix), as a connection does.

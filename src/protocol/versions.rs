@@ -107,6 +107,10 @@ pub mod key {
     pub const ELECT_LEADERS: i16 = 43;
     /// ListPartitionReassignments: replica moves in progress.
     pub const LIST_PARTITION_REASSIGNMENTS: i16 = 46;
+    /// ConsumerGroupHeartbeat (KIP-848): members of consumer groups join, beat and leave.
+    pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
+    /// ConsumerGroupDescribe (KIP-848): consumer groups' epochs, members and assignments.
+    pub const CONSUMER_GROUP_DESCRIBE: i16 = 69;
 }
 
 /// Everything ApiVersions advertises, in api key order. Minimums follow Kafka 4 (KIP-896
@@ -431,6 +435,20 @@ pub const SUPPORTED: &[ApiSupport] = &[
         name: "ListPartitionReassignments",
         min: 0,
         max: 0,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::CONSUMER_GROUP_HEARTBEAT,
+        name: "ConsumerGroupHeartbeat",
+        min: 0,
+        max: 1,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::CONSUMER_GROUP_DESCRIBE,
+        name: "ConsumerGroupDescribe",
+        min: 0,
+        max: 1,
         first_flexible: 0,
     },
 ];

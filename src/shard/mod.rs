@@ -109,6 +109,15 @@ impl Shard {
                     ),
                     min_session_timeout_ms: config.group_min_session_timeout_ms,
                     max_session_timeout_ms: config.group_max_session_timeout_ms,
+                    consumer: crate::group::consumer::ConsumerConfig {
+                        session_timeout: Duration::from_millis(
+                            config.group_consumer_session_timeout_ms,
+                        ),
+                        heartbeat_interval: Duration::from_millis(
+                            config.group_consumer_heartbeat_interval_ms,
+                        ),
+                        max_size: config.group_consumer_max_size.max(1),
+                    },
                 },
                 offsets,
             ),

@@ -8,9 +8,12 @@ SCRAM with good and bad credentials, OAUTHBEARER (unsecured tokens, good and exp
 transactions (TestTxnEtl: a transactional producer and transactional consume-transform-produce
 group sessions with every classic balancer). Then the whole package on a plaintext listener
 (some of its tests build clients without the suite's TLS options, so they only run there),
-as against Kafka: everything but KIP-848 and share groups must pass (TestConsumeRegex included:
-it finds __consumer_offsets listed as internal in Metadata), transactions v2 included (franz-go
-runs them when the broker finalizes transaction.version 2).
+as against Kafka: everything but share groups must pass (TestConsumeRegex included: it finds
+__consumer_offsets listed as internal in Metadata), transactions v2 included (franz-go runs
+them when the broker finalizes transaction.version 2), and the KIP-848 tests (franz-go runs
+them when the broker serves ConsumerGroupHeartbeat v1): group and transactional ETL with the
+server-side range and uniform assignors, static members among them, and a regex the broker
+resolves.
 
 Runs once, on the local-storage pass (each run takes about a minute)."""
 
@@ -71,8 +74,8 @@ def test_franz_go_kgo_suite_over_tls_and_scram(pki, tmp_path):  # noqa: F811
         assert b.alive()
 
 
-# Not served yet (issue 18): KIP-848 consumer groups, share groups (KIP-932).
-WHOLE_SUITE_SKIP = "^(TestShareGroup.*|Test848.*|.*848)$"
+# Not served yet (issue 18): share groups (KIP-932).
+WHOLE_SUITE_SKIP = "^(TestShareGroup.*)$"
 
 
 def test_franz_go_kgo_whole_package_plaintext(tmp_path):
@@ -89,6 +92,8 @@ def test_franz_go_kgo_whole_package_plaintext(tmp_path):
                   if line.lstrip().startswith("--- FAIL")]
         assert out.returncode == 0 and not failed, (
             "\n".join(failed) + "\n" + out.stdout[-4000:] + "\n" + out.stderr[-2000:])
-        for t in ("TestTxnEtl", "TestGroupETL", "TestClient_Produce", "TestIssue769"):
+        for t in ("TestTxnEtl", "TestGroupETL", "TestClient_Produce", "TestIssue769",
+                  "TestGroupETL/range/848", "TestGroupETL/sticky/848/static",
+                  "TestTxnEtl/sticky/848", "TestGroupSimple/848", "Test848RegexBrokerResolves"):
             assert f"--- PASS: {t} " in out.stdout, f"{t} did not pass"
         assert b.alive()

@@ -21,7 +21,10 @@ use super::*;
 use crate::api::sb;
 
 /// A commit of `(topic, partition, offset, metadata)` entries, simple unless a member is set.
-fn commit_request(group: &str, entries: &[(&str, i32, i64, &str)]) -> OffsetCommitRequest {
+pub(super) fn commit_request(
+    group: &str,
+    entries: &[(&str, i32, i64, &str)],
+) -> OffsetCommitRequest {
     let mut topics: Vec<OffsetCommitRequestTopic> = Vec::new();
     for (t, p, offset, md) in entries {
         let cp = OffsetCommitRequestPartition::default()

@@ -8,6 +8,7 @@
 //! only place a `Shard` is built.
 
 mod configs;
+mod consumer_groups;
 mod fetch;
 mod group_offsets;
 mod groups;

@@ -415,6 +415,12 @@ fn transactions_v2_add_by_produce_and_bump_epochs() {
         );
         assert!(r.finalized_features_epoch > 0);
         assert_eq!(r.supported_features[0].max_version, 2);
+        // And group.version 1: KIP-848 consumer groups are served.
+        let g = &r.finalized_features[1];
+        assert_eq!(
+            (g.name.as_str(), g.min_version_level, g.max_version_level),
+            ("group.version", 1, 1)
+        );
 
         let r = c.send(4, init("v2", 60_000)).await;
         let (pid, e0) = (r.producer_id.0, r.producer_epoch);

@@ -968,6 +968,51 @@ pub static LIST_PARTITION_REASSIGNMENTS: Message = Message {
     ],
 };
 
+/// `ConsumerGroupHeartbeatRequest` (valid versions 0-1, flexible 0+).
+pub static CONSUMER_GROUP_HEARTBEAT: Message = Message {
+    name: "ConsumerGroupHeartbeatRequest",
+    api_key: 68,
+    valid: V(0, 1),
+    flexible: V(0, MAX),
+    fields: &[
+        f("GroupId", Kind::String, V(0, MAX)),
+        f("MemberId", Kind::String, V(0, MAX)),
+        f("MemberEpoch", Kind::Int32, V(0, MAX)),
+        f("InstanceId", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+        f("RackId", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+        f("RebalanceTimeoutMs", Kind::Int32, V(0, MAX)),
+        f(
+            "SubscribedTopicNames",
+            Kind::Array(&Kind::String),
+            V(0, MAX),
+        )
+        .nullable(V(0, MAX)),
+        f("SubscribedTopicRegex", Kind::String, V(1, MAX)).nullable(V(1, MAX)),
+        f("ServerAssignor", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+        f(
+            "TopicPartitions",
+            Kind::Array(&Kind::Struct(&[
+                f("TopicId", Kind::Uuid, V(0, MAX)),
+                f("Partitions", Kind::Array(&Kind::Int32), V(0, MAX)),
+            ])),
+            V(0, MAX),
+        )
+        .nullable(V(0, MAX)),
+    ],
+};
+
+/// `ConsumerGroupDescribeRequest` (valid versions 0-1, flexible 0+).
+pub static CONSUMER_GROUP_DESCRIBE: Message = Message {
+    name: "ConsumerGroupDescribeRequest",
+    api_key: 69,
+    valid: V(0, 1),
+    flexible: V(0, MAX),
+    fields: &[
+        f("GroupIds", Kind::Array(&Kind::String), V(0, MAX)),
+        f("IncludeAuthorizedOperations", Kind::Bool, V(0, MAX)),
+    ],
+};
+
 /// `ConsumerProtocolSubscription` (valid versions 0-3, flexible none).
 pub static CONSUMER_PROTOCOL_SUBSCRIPTION: Message = Message {
     name: "ConsumerProtocolSubscription",
@@ -1036,5 +1081,7 @@ pub static ALL: &[&Message] = &[
     &DESCRIBE_LOG_DIRS,
     &ELECT_LEADERS,
     &LIST_PARTITION_REASSIGNMENTS,
+    &CONSUMER_GROUP_HEARTBEAT,
+    &CONSUMER_GROUP_DESCRIBE,
     &CONSUMER_PROTOCOL_SUBSCRIPTION,
 ];

@@ -221,6 +221,8 @@ fn table_agrees_with_the_crate_for_every_supported_version() {
     agree::<DescribeLogDirsRequest>(&DESCRIBE_LOG_DIRS);
     agree::<ElectLeadersRequest>(&ELECT_LEADERS);
     agree::<ListPartitionReassignmentsRequest>(&LIST_PARTITION_REASSIGNMENTS);
+    agree::<ConsumerGroupHeartbeatRequest>(&CONSUMER_GROUP_HEARTBEAT);
+    agree::<ConsumerGroupDescribeRequest>(&CONSUMER_GROUP_DESCRIBE);
     agree::<ConsumerProtocolSubscription>(&CONSUMER_PROTOCOL_SUBSCRIPTION);
 }
 
