@@ -8,6 +8,8 @@ Load, all at once, for the whole run:
     every other acks=all run is transactional (a commit every 200 ms: Kafka 4's client runs
     transactions v2, Produce v12 and EndTxn v5);
   - confluent-kafka consumers in one group that join, consume a while, leave and come back;
+    two more the same way in a KIP-848 group (group.protocol=consumer, one subscribing by
+    regex, resolved by the broker);
   - a confluent-kafka transactional producer committing two rounds in three and aborting the
     third (a new transactional id every 20 rounds), and a read_committed consumer that must
     never see an aborted record;
@@ -133,19 +135,22 @@ def java_producer(bs, jars, topic, acks, rate, logs):
     return loop(f"producer_acks{acks}", body)
 
 
-def group_consumer(bs, topic, group, idx):
+def group_consumer(bs, topic, group, idx, kip848=False):
     from confluent_kafka import Consumer
 
     def body():
-        c = Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "latest",
-                      "session.timeout.ms": 10000, "client.id": f"soak-c{idx}"})
+        conf = {"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "latest",
+                "client.id": f"soak-c{idx}"}
+        # The session timeout of a KIP-848 group is the broker's, not the client's.
+        conf.update({"group.protocol": "consumer"} if kip848 else {"session.timeout.ms": 10000})
+        c = Consumer(conf)
         c.subscribe([topic])
         until = time.time() + random.uniform(10, 40)
         try:
             while time.time() < until and not STOP.is_set():
                 m = c.poll(0.5)
                 if m is not None and m.error() is None:
-                    count("consumed")
+                    count("consumed_848" if kip848 else "consumed")
         finally:
             c.close()
         count("group_leaves")
@@ -299,7 +304,8 @@ def garbage(port):
             elif kind == 3:
                 # A valid header (known api key and version) with a random body.
                 api, ver = rnd.choice([(0, 9), (1, 11), (2, 7), (3, 12), (3, 1), (8, 8), (9, 8),
-                                       (11, 7), (14, 5), (19, 7), (32, 4), (60, 1)])
+                                       (11, 7), (14, 5), (19, 7), (32, 4), (60, 1), (68, 1),
+                                       (69, 1)])
                 s.sendall(kwire.request_frame(api, ver, 1, os.urandom(rnd.randrange(0, 300))))
             else:
                 # Announce 50 MB and dribble a little of it.
@@ -388,7 +394,7 @@ def run(a, proc, port, mport, out):
     # The memory model (README "Memory"): fixed overhead + cache budget of every core +
     # the request budget + per-connection overhead + fetch responses read from the log (each
     # fetching connection holds at most --fetch-max-bytes per core).
-    fetchers = 3 + 1 + 1  # group consumers, slow, stalled
+    fetchers = 3 + 2 + 1 + 1  # classic and KIP-848 group consumers, slow, stalled
     conns_budget = 2000 * 16 / 1024
     model = (FIXED_MIB + cores * a.cache_mib + a.request_mib + fetchers * cores * a.fetch_max_mib
              + conns_budget)
@@ -413,6 +419,8 @@ def run(a, proc, port, mport, out):
     java_producer(bs, a.jars, "soak-one", "1", a.rate, logs)
     for i in range(3):
         group_consumer(bs, topic, group, i)
+    group_consumer(bs, topic, "soak-group-848", 3, kip848=True)
+    group_consumer(bs, "^soak-(all|one)$", "soak-group-848", 4, kip848=True)
     admin_calls(bs)
     transactional_producer(bs, "soak-txn")
     committed_reader(bs, "soak-txn")
@@ -477,7 +485,8 @@ def run(a, proc, port, mport, out):
     if counts.get("txn_aborted_seen", 0) and failure is None:
         failure = f"a read_committed consumer saw {counts['txn_aborted_seen']} aborted records"
         print(f"soak: FAIL: {failure}")
-    for need in ("produce_acksall_runs", "produce_acks1_runs", "consumed", "admin_rounds",
+    for need in ("produce_acksall_runs", "produce_acks1_runs", "consumed", "consumed_848",
+                 "admin_rounds",
                  "txn_commits", "txn_aborts", "txn_committed_read",
                  "slow_fetches", "stalled_closed_by_broker", "garbage_conns"):
         if elapsed > 120 and counts.get(need, 0) == 0 and failure is None:
