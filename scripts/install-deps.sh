@@ -4,7 +4,8 @@
 #   - Python: confluent-kafka (librdkafka), kafka-python with its codec packages, pytest,
 #     prometheus-client;
 #   - Java: kafka-clients and kafka-streams $KAFKA_VERSION and their runtime jars -> $CACHE/jars/clients;
-#   - Java: the full Apache Kafka broker (kafka_2.13, kafka-server, kafka-tools, same version)
+#   - Java: the full Apache Kafka broker (kafka_2.13, kafka-server, kafka-tools, connect-file,
+#     same version)
 #     -> $CACHE/jars/kafka, for scripts/kafka.sh and the perf comparisons;
 #   - kafkajs (npm ci from tests/node/package-lock.json) and franz-go modules (Go proxy);
 #   - SeaweedFS's weed 4.48 (scripts/seaweedfs.sh install), for --storage seaweedmq;
@@ -85,7 +86,8 @@ copy_jars scripts/maven/clients-pom.xml "$CACHE/jars/clients" "kafka-clients" \
   jose4j-0.9.6.jar
 copy_jars scripts/maven/kafka-pom.xml "$CACHE/jars/kafka" "Apache Kafka broker" \
   "kafka_2.13-$KAFKA_VERSION.jar" "kafka-server-$KAFKA_VERSION.jar" "kafka-tools-$KAFKA_VERSION.jar" \
-  "kafka-clients-$KAFKA_VERSION.jar" log4j-slf4j-impl-2.24.3.jar
+  "kafka-clients-$KAFKA_VERSION.jar" log4j-slf4j-impl-2.24.3.jar "connect-file-$KAFKA_VERSION.jar" \
+  "connect-runtime-$KAFKA_VERSION.jar"
 
 # --- Node and Go clients ----------------------------------------------------------------------
 if command -v npm >/dev/null 2>&1 && [ -d tests/node ]; then
