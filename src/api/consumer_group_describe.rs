@@ -31,11 +31,11 @@ pub async fn handle(
         let name = gid.0.to_string();
         let mut d = DescribedGroup::default();
         d.group_id = gid;
-        d.authorized_operations = if req.include_authorized_operations {
-            ctx.authorized_operations(ResourceType::Group, &name)
-        } else {
-            i32::MIN
-        };
+        d.authorized_operations = ctx.operations_if(
+            req.include_authorized_operations,
+            ResourceType::Group,
+            &name,
+        );
         let out = if !ctx.allowed(Operation::Describe, ResourceType::Group, &name) {
             Err(KelpError::GroupAuthorizationFailed)
         } else {

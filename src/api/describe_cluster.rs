@@ -29,14 +29,11 @@ pub fn handle(
     resp.endpoint_type = req.endpoint_type;
     resp.cluster_id = sb(c.cluster_id.clone());
     resp.controller_id = BrokerId(c.controller().id);
-    resp.cluster_authorized_operations = if req.include_cluster_authorized_operations {
-        ctx.authorized_operations(
-            crate::auth::acl::ResourceType::Cluster,
-            crate::auth::acl::CLUSTER_NAME,
-        )
-    } else {
-        i32::MIN
-    };
+    resp.cluster_authorized_operations = ctx.operations_if(
+        req.include_cluster_authorized_operations,
+        crate::auth::acl::ResourceType::Cluster,
+        crate::auth::acl::CLUSTER_NAME,
+    );
     resp.brokers = c
         .brokers()
         .iter()

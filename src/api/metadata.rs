@@ -65,11 +65,11 @@ pub async fn handle(
     // Kafka's "not asked for" is i32::MIN (v8-v10 ask per request; later versions for
     // topics only).
     let topic_ops = |name: &str| {
-        if v >= 8 && req.include_topic_authorized_operations {
-            ctx.authorized_operations(ResourceType::Topic, name)
-        } else {
-            i32::MIN
-        }
+        ctx.operations_if(
+            v >= 8 && req.include_topic_authorized_operations,
+            ResourceType::Topic,
+            name,
+        )
     };
     let topics: Vec<MetadataResponseTopic> = match requested {
         None => {
@@ -156,12 +156,11 @@ pub async fn handle(
         .collect();
     resp.cluster_id = Some(sb(cluster.cluster_id.clone()));
     resp.controller_id = BrokerId(cluster.controller().id);
-    resp.cluster_authorized_operations =
-        if (8..=10).contains(&v) && req.include_cluster_authorized_operations {
-            ctx.authorized_operations(ResourceType::Cluster, crate::auth::acl::CLUSTER_NAME)
-        } else {
-            i32::MIN
-        };
+    resp.cluster_authorized_operations = ctx.operations_if(
+        (8..=10).contains(&v) && req.include_cluster_authorized_operations,
+        ResourceType::Cluster,
+        crate::auth::acl::CLUSTER_NAME,
+    );
     resp.topics = topics;
     encoded(Response::encode(&ctx.header, &resp))
 }

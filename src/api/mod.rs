@@ -149,6 +149,15 @@ impl RequestContext {
     /// principal (bit `1 << operation code` per operation it may do), for Metadata,
     /// DescribeCluster and DescribeGroups clients that ask for it.
     pub fn authorized_operations(&self, resource_type: ResourceType, name: &str) -> i32 {
+        self.operations_if(true, resource_type, name)
+    }
+
+    /// [`Self::authorized_operations`] when the client `asked` for them, else Kafka's "not
+    /// asked for", i32::MIN.
+    pub fn operations_if(&self, asked: bool, resource_type: ResourceType, name: &str) -> i32 {
+        if !asked {
+            return i32::MIN;
+        }
         use Operation::*;
         let ops: &[Operation] = match resource_type {
             ResourceType::Topic => &[
