@@ -741,6 +741,13 @@ impl Group {
         self.try_complete_join(now);
     }
 
+    /// Whether nothing is left of the group but its name: no members, no member ids handed
+    /// out, no rebalance under way. The coordinator forgets such a group after a while; its
+    /// committed offsets stay in the offset store (an empty group is that after a restart).
+    pub fn is_idle(&self) -> bool {
+        self.state == GroupState::Empty && self.members.is_empty() && self.pending.is_empty()
+    }
+
     /// Marks the group deleted, failing everything that waits on it.
     pub fn kill(&mut self) {
         let ids: Vec<String> = self.members.keys().cloned().collect();

@@ -22,6 +22,11 @@ use crate::error::KelpError;
 /// Largest offset commit metadata accepted (offset.metadata.max.bytes).
 pub const MAX_METADATA_BYTES: usize = 4096;
 
+/// Every this many ticks, groups with nothing left in them are looked for; one found idle
+/// at two looks in a row is forgotten. (Each group id a client names creates a group: kept
+/// forever, made-up ids would grow the coordinator without bound over months.)
+const IDLE_SWEEP_TICKS: u32 = 200;
+
 /// The groups of one shard.
 pub struct Coordinator {
     config: GroupConfig,
@@ -29,6 +34,9 @@ pub struct Coordinator {
     /// KIP-848 groups; an id is in at most one of the two maps.
     consumers: RefCell<HashMap<String, ConsumerGroup>>,
     offsets: Rc<dyn OffsetStore>,
+    /// Ticks since the last idle sweep, and the groups that sweep found idle.
+    sweep: std::cell::Cell<u32>,
+    idle: RefCell<std::collections::HashSet<String>>,
     /// Offsets transactional producers committed (TxnOffsetCommit), by group and producer
     /// id, waiting for their transaction's end.
     pending: RefCell<HashMap<String, HashMap<i64, Vec<PendingOffset>>>>,
@@ -44,6 +52,8 @@ impl Coordinator {
             config,
             groups: RefCell::new(HashMap::new()),
             consumers: RefCell::new(HashMap::new()),
+            sweep: std::cell::Cell::new(0),
+            idle: RefCell::new(std::collections::HashSet::new()),
             offsets,
             pending: RefCell::new(HashMap::new()),
         }
@@ -499,8 +509,131 @@ impl Coordinator {
         for g in groups.values_mut() {
             g.tick(now);
         }
-        for g in self.consumers.borrow_mut().values_mut() {
+        let mut consumers = self.consumers.borrow_mut();
+        for g in consumers.values_mut() {
             g.tick(now);
         }
+        let ticks = self.sweep.get() + 1;
+        if ticks < IDLE_SWEEP_TICKS {
+            self.sweep.set(ticks);
+            return;
+        }
+        self.sweep.set(0);
+        let mut idle = self.idle.borrow_mut();
+        let now_idle: std::collections::HashSet<String> = groups
+            .iter()
+            .filter(|(_, g)| g.is_idle())
+            .map(|(id, _)| id)
+            .chain(
+                consumers
+                    .iter()
+                    .filter(|(_, g)| g.is_empty())
+                    .map(|(id, _)| id),
+            )
+            .cloned()
+            .collect();
+        groups.retain(|id, _| !(now_idle.contains(id) && idle.contains(id)));
+        consumers.retain(|id, _| !(now_idle.contains(id) && idle.contains(id)));
+        *idle = now_idle;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures::executor::block_on;
+
+    use super::*;
+    use crate::group::consumer::{Assignment, HeartbeatIn, TopicView};
+    use crate::group::offsets::InMemoryOffsetStore;
+
+    struct NoTopics;
+
+    impl TopicView for NoTopics {
+        fn version(&self) -> u64 {
+            1
+        }
+        fn lookup(&self, _: &str) -> Option<(uuid::Uuid, i32)> {
+            None
+        }
+        fn matching(&self, _: &regex::Regex) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    fn beat(member: &str, epoch: i32) -> GroupRequest {
+        GroupRequest::ConsumerHeartbeat(
+            "g".into(),
+            Box::new(HeartbeatIn {
+                member_id: member.into(),
+                member_epoch: epoch,
+                instance_id: None,
+                rack_id: None,
+                rebalance_timeout_ms: 30_000,
+                topic_names: Some(vec!["t".into()]),
+                topic_regex: None,
+                server_assignor: None,
+                owned: Some(Assignment::new()),
+                client_id: "c".into(),
+                client_host: "h".into(),
+                topics: Arc::new(NoTopics),
+            }),
+        )
+    }
+
+    fn sweep(c: &Coordinator, now: Instant) {
+        for _ in 0..IDLE_SWEEP_TICKS {
+            c.tick(now);
+        }
+    }
+
+    fn listed(c: &Coordinator) -> Vec<(String, &'static str)> {
+        let mut l: Vec<_> = c
+            .list()
+            .into_iter()
+            .map(|g| (g.group_id, g.group_type))
+            .collect();
+        l.sort();
+        l
+    }
+
+    #[test]
+    fn groups_left_with_nothing_are_forgotten_after_two_sweeps_offsets_stay() {
+        let c = Coordinator::new(
+            GroupConfig::default(),
+            Rc::new(InMemoryOffsetStore::default()),
+        );
+        let now = Instant::now();
+        block_on(c.handle(beat("m", 0)));
+        // A simple commit makes an empty classic group with offsets.
+        let commit = CommitRequest {
+            member_id: String::new(),
+            instance_id: None,
+            generation_id: -1,
+            offsets: vec![(("t".into(), 0), CommittedOffset::committed(5, -1, None, 0))],
+        };
+        block_on(c.handle(GroupRequest::Commit("kept".into(), commit)));
+        sweep(&c, now);
+        sweep(&c, now);
+        // The consumer group has a member: kept.
+        assert_eq!(
+            listed(&c),
+            [("g".into(), "consumer"), ("kept".into(), "classic")]
+        );
+        assert!(
+            c.groups.borrow().is_empty(),
+            "the idle classic group object is gone"
+        );
+        block_on(c.handle(beat("m", -1)));
+        sweep(&c, now);
+        assert!(
+            c.consumers.borrow().contains_key("g"),
+            "one look is not enough"
+        );
+        sweep(&c, now);
+        assert!(c.consumers.borrow().is_empty());
+        // Offsets outlive the group object.
+        assert_eq!(listed(&c), [("kept".into(), "classic")]);
     }
 }
