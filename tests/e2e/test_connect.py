@@ -4,11 +4,12 @@ topic and a FileStreamSink connector copies the topic into another file. The wor
 connector configs, source offsets and statuses in three topics it creates compacted (and
 checks that they are, with DescribeConfigs); it is killed with SIGKILL while lines are being
 appended and started again, reads its connectors back from those topics, and every line
-reaches the output file (at least once: Connect's file connectors are at-least-once). On
-local storage, Kelp too is killed with SIGKILL under the running worker and restarted on its
-data: the worker's clients reconnect and nothing is lost.
+reaches the output file (at least once: Connect's file connectors are at-least-once). Kelp
+too is killed with SIGKILL under the running worker and restarted on its data: the worker's
+clients reconnect and nothing is lost.
 
-Runs on the local and SeaweedMQ passes (the worker takes ~15 s to start)."""
+Runs on the local pass (the worker takes ~15 s to start, each run ~50 s); the worker-kill
+case passed on SeaweedMQ as well when run by hand (KELP_STORAGE=seaweedmq)."""
 
 import json
 import os
@@ -27,9 +28,9 @@ import conftest
 from conftest import require
 
 pytestmark = pytest.mark.skipif(
-    bool(conftest.EXTERNAL) or conftest.STORAGE not in ("local", "seaweedmq")
-    or conftest.ADVERTISE_SHARDS,
-    reason="runs on the local and SeaweedMQ passes")
+    bool(conftest.EXTERNAL) or conftest.STORAGE != "local" or conftest.ADVERTISE_SHARDS,
+    reason="runs on the local pass (checked by hand on SeaweedMQ too: the topics Connect "
+           "keeps are plain compacted topics to the storage engine)")
 
 
 class Worker:
@@ -118,10 +119,8 @@ def wait_until(cond, timeout, what):
 
 @pytest.mark.parametrize("victim", ["worker", "kelp"])
 def test_connect_distributed_file_pipeline_survives_kill_9(broker, tmp_path, victim):
-    """SIGKILL to the Connect worker (started again), or (local storage) to Kelp under it
-    (started again on its data), while lines are appended."""
-    if victim == "kelp" and conftest.STORAGE != "local":
-        pytest.skip("Kelp restarted on its own data: the local pass")
+    """SIGKILL to the Connect worker (started again), or to Kelp under it (started again on
+    its data), while lines are appended."""
     require(conftest.KAFKA_JARS.is_dir()
             and any(conftest.KAFKA_JARS.glob("connect-file-*.jar")),
             f"connect-runtime and connect-file jars in {conftest.KAFKA_JARS}")
