@@ -514,26 +514,41 @@ impl ConsumerGroup {
 
     /// Moves one member towards its target.
     fn reconcile(&mut self, id: &str, owned: Option<&Assignment>, now: Instant) {
-        let held: HashSet<(Uuid, i32)> = self
-            .members
-            .values()
-            .filter(|o| o.id != id)
-            .flat_map(|o| {
-                o.progress
-                    .assigned
-                    .iter()
-                    .chain(o.progress.revoking.iter())
-                    .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
-            })
-            .collect();
         let empty = Assignment::new();
         let target = self.target.get(id).unwrap_or(&empty);
+        let members = &self.members;
+        let Some(current) = members.get(id).map(|m| &m.progress) else {
+            return;
+        };
+        // What the other members hold is gathered only when the member has partitions to
+        // gain: a member already at its target (most heartbeats) needs none of it.
+        let held: std::cell::OnceCell<HashSet<(Uuid, i32)>> = std::cell::OnceCell::new();
+        let held_elsewhere = |t: &Uuid, p: i32| {
+            held.get_or_init(|| {
+                members
+                    .values()
+                    .filter(|o| o.id != id)
+                    .flat_map(|o| {
+                        o.progress
+                            .assigned
+                            .iter()
+                            .chain(o.progress.revoking.iter())
+                            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+                    })
+                    .collect()
+            })
+            .contains(&(*t, p))
+        };
+        let next = reconcile::advance(
+            current,
+            self.assignment_epoch,
+            target,
+            owned,
+            held_elsewhere,
+        );
         let Some(m) = self.members.get_mut(id) else {
             return;
         };
-        let next = reconcile::advance(&m.progress, self.assignment_epoch, target, owned, |t, p| {
-            held.contains(&(*t, p))
-        });
         if next.epoch != m.progress.epoch {
             m.previous_epoch = m.progress.epoch;
         }
