@@ -140,6 +140,27 @@ impl Coordinator {
         Err(KelpError::GroupIdNotFound)
     }
 
+    /// Whether `member_id` at `generation` (a KIP-848 group's member epoch) may commit for
+    /// the group: by the KIP-848 group's rules if it is one, else the classic group's (made,
+    /// Empty, when `create`; a missing group answers ILLEGAL_GENERATION).
+    fn check_committer(
+        &self,
+        id: &str,
+        create: bool,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), KelpError> {
+        match self.consumer_check(id, member_id, generation) {
+            Some(check) => check,
+            None => self
+                .with_group(id, create, |g| {
+                    g.check_commit(member_id, instance_id, generation)
+                })
+                .unwrap_or(Err(KelpError::IllegalGeneration)),
+        }
+    }
+
     /// A commit (or a fetch naming a member) to a KIP-848 group: Some(check), else None.
     fn consumer_check(
         &self,
@@ -301,16 +322,14 @@ impl Coordinator {
             return Err(KelpError::InvalidGroupId);
         }
         let simple = r.generation_id < 0 && r.member_id.is_empty() && r.instance_id.is_none();
-        match self.consumer_check(id, &r.member_id, r.generation_id) {
-            Some(check) => check?,
-            // A simple commit creates the group (Empty); a member commit needs the group to
-            // exist.
-            None => self
-                .with_group(id, simple, |g| {
-                    g.check_commit(&r.member_id, r.instance_id.as_deref(), r.generation_id)
-                })
-                .unwrap_or(Err(KelpError::IllegalGeneration))?,
-        }
+        // A simple commit creates the group (Empty); a member commit needs the group to exist.
+        self.check_committer(
+            id,
+            simple,
+            &r.member_id,
+            r.instance_id.as_deref(),
+            r.generation_id,
+        )?;
         let mut results = Vec::with_capacity(r.offsets.len());
         let mut accepted = Vec::with_capacity(r.offsets.len());
         for (tp, off) in r.offsets {
@@ -344,14 +363,13 @@ impl Coordinator {
         }
         if r.generation_id >= 0 || !r.member_id.is_empty() {
             // KIP-447: a member of an older generation may not commit for the group.
-            match self.consumer_check(id, &r.member_id, r.generation_id) {
-                Some(check) => check?,
-                None => self
-                    .with_group(id, false, |g| {
-                        g.check_commit(&r.member_id, r.instance_id.as_deref(), r.generation_id)
-                    })
-                    .unwrap_or(Err(KelpError::IllegalGeneration))?,
-            }
+            self.check_committer(
+                id,
+                false,
+                &r.member_id,
+                r.instance_id.as_deref(),
+                r.generation_id,
+            )?;
         }
         let mut results = Vec::with_capacity(r.offsets.len());
         let mut pending = self.pending.borrow_mut();
