@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{encoded, sb, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
-use crate::cluster::{internal, Snapshot, TopicMeta};
+use crate::cluster::{internal, Cluster, Snapshot};
 use crate::error::{ConnectionError, KelpError};
 use crate::group::consumer::{self, HeartbeatIn, HeartbeatOut, TopicView, LEAVE_EPOCH};
 use crate::group::{GroupReply, GroupRequest};
@@ -24,7 +24,8 @@ use crate::protocol::Response;
 /// `__consumer_offsets` Kelp lists (Kafka's regex subscriptions match internal topics too).
 struct ClusterTopics {
     snap: Arc<Snapshot>,
-    offsets: TopicMeta,
+    /// For `__consumer_offsets`' id, derived only when a subscription names it.
+    cluster: Arc<Cluster>,
 }
 
 impl TopicView for ClusterTopics {
@@ -35,20 +36,22 @@ impl TopicView for ClusterTopics {
     fn lookup(&self, name: &str) -> Option<(Uuid, i32)> {
         match self.snap.topic(name) {
             Some(t) => Some((t.id, t.partitions)),
-            None => {
-                (name == self.offsets.name).then_some((self.offsets.id, self.offsets.partitions))
-            }
+            None => internal::is_internal(name).then(|| {
+                let m = internal::consumer_offsets(&self.cluster.cluster_id);
+                (m.id, m.partitions)
+            }),
         }
     }
 
     fn matching(&self, pattern: &Regex) -> Vec<String> {
         let stored = self.snap.topics.keys();
-        let offsets =
-            (!self.snap.topics.contains_key(&self.offsets.name)).then_some(&self.offsets.name);
+        let offsets = internal::CONSUMER_OFFSETS;
+        let listed = (!self.snap.topics.contains_key(offsets)).then_some(offsets);
         stored
-            .chain(offsets)
+            .map(String::as_str)
+            .chain(listed)
             .filter(|n| pattern.is_match(n))
-            .cloned()
+            .map(str::to_string)
             .collect()
     }
 }
@@ -141,7 +144,7 @@ async fn beat(
     let cluster = &ctx.shard.cluster;
     let topics: Arc<dyn TopicView> = Arc::new(ClusterTopics {
         snap: cluster.snapshot(),
-        offsets: internal::consumer_offsets(&cluster.cluster_id),
+        cluster: cluster.clone(),
     });
     let hb = HeartbeatIn {
         member_id: req.member_id.to_string(),
