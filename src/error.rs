@@ -214,9 +214,10 @@ pub enum KelpError {
     /// A request that decodes but cannot be served as asked.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
-    /// Transactional ids and transactional produces.
-    #[error("transactions are not supported")]
-    TransactionsUnsupported,
+    /// Several Kelp nodes share the storage: a transaction's coordinator could not have the
+    /// markers written on partitions another node leads (nodes send each other no requests).
+    #[error("transactions need a single Kelp node over the shared storage ({0} are live)")]
+    TransactionsNeedOneNode(usize),
     /// The shard that owns the partition no longer answers (shutting down).
     #[error("shard {0} is unavailable")]
     ShardUnavailable(usize),
@@ -432,7 +433,6 @@ impl KelpError {
             InvalidReplicationFactor(_) => code::INVALID_REPLICATION_FACTOR,
             InvalidConfig(_) => code::INVALID_CONFIG,
             InvalidRequest(_) => code::INVALID_REQUEST,
-            TransactionsUnsupported => code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             ShardUnavailable(_) => code::NOT_LEADER_OR_FOLLOWER,
             RequestTimedOut => code::REQUEST_TIMED_OUT,
             CoordinatorNotAvailable => code::COORDINATOR_NOT_AVAILABLE,
@@ -479,6 +479,8 @@ impl KelpError {
             InvalidProducerIdMapping => code::INVALID_PRODUCER_ID_MAPPING,
             InvalidTransactionTimeout(_) => code::INVALID_TRANSACTION_TIMEOUT,
             ConcurrentTransactions => code::CONCURRENT_TRANSACTIONS,
+            // What Kafka clients take as "no transactions for this id": fatal, not retried.
+            TransactionsNeedOneNode(_) => code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             ProducerFenced => code::PRODUCER_FENCED,
             UnstableOffsetCommit => code::UNSTABLE_OFFSET_COMMIT,
             TransactionAbortable => code::TRANSACTION_ABORTABLE,

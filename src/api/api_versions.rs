@@ -45,22 +45,15 @@ fn features_epoch() -> i64 {
 
 /// Adds the features to a successful answer: the levels this broker supports (to v4+
 /// requests: Kafka leaves out features whose minimum is 0 before, KAFKA-17492) and the
-/// finalized ones: `transaction.version`, when the storage engine keeps transactions, and
+/// finalized ones: `transaction.version` (`--transaction-version`; 0 is left out) and
 /// `group.version` 1 (KIP-848 consumer groups are served), as Kafka 4 lists them.
 fn with_features(mut r: ApiVersionsResponse, ctx: &RequestContext) -> ApiVersionsResponse {
     // Features are tagged fields, which v3 brought.
     if ctx.header.api_version < 3 {
         return r;
     }
-    let txn_level = if ctx.shard.engine.supports_transactions() {
-        Some(ctx.shard.config.transaction_version)
-    } else {
-        None
-    };
-    let supported = txn_level
-        .map(|_| (TRANSACTION_VERSION, 2))
-        .into_iter()
-        .chain([(GROUP_VERSION, 1)]);
+    let txn_level = ctx.shard.config.transaction_version;
+    let supported = [(TRANSACTION_VERSION, 2), (GROUP_VERSION, 1)].into_iter();
     if ctx.header.api_version >= 4 {
         r.supported_features = supported
             .map(|(name, max)| {
@@ -72,9 +65,8 @@ fn with_features(mut r: ApiVersionsResponse, ctx: &RequestContext) -> ApiVersion
             .collect();
     }
     r.finalized_features_epoch = features_epoch();
-    let finalized = txn_level
-        .filter(|l| *l > 0)
-        .map(|l| (TRANSACTION_VERSION, l))
+    let finalized = (txn_level > 0)
+        .then_some((TRANSACTION_VERSION, txn_level))
         .into_iter()
         .chain([(GROUP_VERSION, 1)]);
     r.finalized_features = finalized

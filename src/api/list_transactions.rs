@@ -36,9 +36,6 @@ pub async fn handle(
         .filter(|f| !known.contains(&f.as_str()))
         .cloned()
         .collect();
-    if !ctx.shard.engine.supports_transactions() {
-        return encoded(Response::encode(&ctx.header, &resp));
-    }
     let now = crate::clock::now_ms();
     for shard in 0..ctx.shard.count {
         let Ok(TxnAnswer::List(all)) = ctx.shard.txn_call_on(shard, TxnRequest::List).await else {

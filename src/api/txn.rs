@@ -1,5 +1,5 @@
-//! What the transactional APIs share: the checks on a transactional id (the engine keeps
-//! transactions, the principal may write the id), Kafka's error codes for older request
+//! What the transactional APIs share: the check on a transactional id (transactions run on
+//! this cluster, the principal may use it), Kafka's error codes for older request
 //! versions, and the admission of transactional writes (KIP-890): Produce v12+ and
 //! TxnOffsetCommit v5+ (transactions v2) add their partition or group to the transaction,
 //! older versions are checked against what the client added.
@@ -10,11 +10,12 @@ use crate::error::{code, KelpError};
 use crate::shard::txn::{TxnAnswer, TxnRequest};
 use crate::txn::AddMode;
 
-/// Checks that transactions run on this storage engine and that the principal may `op`
-/// the transactional id.
+/// Checks that transactions run on this cluster now and that the principal may `op` the
+/// transactional id.
 pub fn check_id(ctx: &RequestContext, id: &str, op: Operation) -> Result<(), KelpError> {
-    if !ctx.shard.engine.supports_transactions() {
-        return Err(KelpError::TransactionsUnsupported);
+    if let Some(e) = ctx.shard.cluster.transactions_refused() {
+        tracing::warn!(transactional_id = %id, error = %e, "transactional request refused");
+        return Err(e);
     }
     if !ctx.allowed(op, ResourceType::TransactionalId, id) {
         return Err(KelpError::TransactionalIdAuthorizationFailed);

@@ -10,6 +10,7 @@ use super::members::LiveNode;
 use super::nodes::Node;
 use super::ownership::{designated, group_key, partition_key};
 use super::{routing, Cluster};
+use crate::error::KelpError;
 
 /// The live node placement gives a partition to: among the live nodes on the host of its
 /// SeaweedMQ leader broker (`storage_leader`) when there are any, so its publishes stay on
@@ -129,6 +130,20 @@ impl Cluster {
         placed_partition(live, partition_key(topic, partition), leader.as_deref())
     }
 
+    /// Why transactions cannot run now, if they cannot: with several Kelp nodes a
+    /// transaction's coordinator could not have its markers written on partitions another
+    /// node leads; before the live set is known (a node starting), the client retries.
+    pub fn transactions_refused(&self) -> Option<KelpError> {
+        if !self.ownership.leased() {
+            return None;
+        }
+        match self.members.live().len() {
+            0 => Some(KelpError::CoordinatorNotAvailable),
+            1 => None,
+            n => Some(KelpError::TransactionsNeedOneNode(n)),
+        }
+    }
+
     /// Whether this node coordinates `group` now (always, with one node).
     pub fn coordinates(&self, group: &str) -> bool {
         match self.live_view() {
@@ -169,12 +184,24 @@ mod tests {
         );
         // One node: itself for everything.
         assert_eq!(c.leader("t", 0), (c.nodes.all()[0].clone(), 0));
+        assert_eq!(c.transactions_refused(), None);
         c.ownership.start_leasing();
+        // Leasing, live set not read yet: retry; one live node: transactions run.
+        assert_eq!(
+            c.transactions_refused(),
+            Some(KelpError::CoordinatorNotAvailable)
+        );
+        c.members.set(vec![node(1, &[])]);
+        assert_eq!(c.transactions_refused(), None);
         c.members.set(vec![
             node(1, &[]),
             node(2, &[("t", 0, 9)]),
             node(3, &[("t", 0, 4)]),
         ]);
+        assert_eq!(
+            c.transactions_refused(),
+            Some(KelpError::TransactionsNeedOneNode(3))
+        );
         assert_eq!(c.brokers().len(), 3);
         assert_eq!(c.controller().id, 1);
         let (n, epoch) = c.leader("t", 0);

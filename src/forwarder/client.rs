@@ -480,6 +480,21 @@ impl Forwarder {
             } => spawn(async move {
                 let _ = reply.send(me.set_log_start(&topic, partition, offset).await);
             }),
+            Command::LoadTxns {
+                topic,
+                partition,
+                reply,
+            } => spawn(async move {
+                let _ = reply.send(me.load_txns(&topic, partition).await);
+            }),
+            Command::SaveTxns {
+                topic,
+                partition,
+                checkpoint,
+                reply,
+            } => spawn(async move {
+                let _ = reply.send(me.save_txns(&topic, partition, checkpoint).await);
+            }),
             Command::CreateTopic {
                 name,
                 partitions,

@@ -4,8 +4,11 @@
 //!
 //! `MAGIC (8) | crc32c (4, of what follows) | flags (1) | timestamp ms (8) |`
 //! `value length (4, -1 null) | value | header count (4) | header entries (Kafka's encoding)`
+//! `[| producer id (8) | producer epoch (2)]`
 //!
-//! Only records that need it are wrapped, so other SeaweedMQ readers (the Go gateway) see
+//! The producer fields follow a transaction's records and markers (flags say which), which
+//! must come back in batches of their producer for read_committed readers to tell them
+//! apart. Only records that need it are wrapped, so other SeaweedMQ readers (the Go gateway) see
 //! the plain key and value of every other record. A plain value that happens to begin with
 //! the magic is wrapped too, so Kelp never mistakes data for an envelope; the CRC keeps a
 //! foreign value that begins with the magic from being read as one. Pure functions; called
@@ -17,8 +20,36 @@ use bytes::{BufMut, Bytes, BytesMut};
 pub const MAGIC: [u8; 8] = [0x00, b'K', b'E', b'L', b'P', 0xEE, 0x76, 0x01];
 /// The key of the record is empty, not null (SeaweedMQ stores both as no bytes).
 const FLAG_EMPTY_KEY: u8 = 1;
+/// The record belongs to a transaction: the producer fields follow the headers.
+const FLAG_TXN: u8 = 2;
+/// The record is a transaction marker (a control record; FLAG_TXN is set too).
+const FLAG_CONTROL: u8 = 4;
+/// Bytes of the producer fields.
+const PRODUCER_LEN: usize = 8 + 2;
 /// Bytes before the value: magic, crc, flags, timestamp, value length.
 const FIXED: usize = 8 + 4 + 1 + 8 + 4;
+
+/// The transaction a record belongs to: its producer, and whether it is the marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TxnTag {
+    /// The producer id.
+    pub producer_id: i64,
+    /// The producer epoch.
+    pub epoch: i16,
+    /// A commit or abort marker (a control record), not a record of the transaction.
+    pub control: bool,
+}
+
+impl TxnTag {
+    /// The batch attribute bits of its batch: transactional, and control for a marker.
+    pub fn attributes(self) -> i16 {
+        if self.control {
+            0x30
+        } else {
+            0x10
+        }
+    }
+}
 
 /// A Kafka record's fields as the envelope keeps them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,21 +64,31 @@ pub struct Opened {
     pub header_count: u32,
     /// The entries themselves.
     pub headers: Bytes,
+    /// The transaction it belongs to, if any.
+    pub txn: Option<TxnTag>,
 }
 
-/// Wraps a record's value, timestamp, headers and key nullness into one stored value.
+/// Wraps a record's value, timestamp, headers, key nullness and transaction into one stored
+/// value.
 pub fn wrap(
     timestamp: i64,
     empty_key: bool,
     value: Option<&[u8]>,
     header_count: u32,
     headers: &[u8],
+    txn: Option<TxnTag>,
 ) -> Bytes {
     let vlen = value.map_or(0, <[u8]>::len);
-    let mut b = BytesMut::with_capacity(FIXED + vlen + 4 + headers.len());
+    let mut b = BytesMut::with_capacity(FIXED + vlen + 4 + headers.len() + PRODUCER_LEN);
     b.extend_from_slice(&MAGIC);
     b.put_u32(0);
-    b.put_u8(if empty_key { FLAG_EMPTY_KEY } else { 0 });
+    let mut flags = if empty_key { FLAG_EMPTY_KEY } else { 0 };
+    match txn {
+        Some(t) if t.control => flags |= FLAG_TXN | FLAG_CONTROL,
+        Some(_) => flags |= FLAG_TXN,
+        None => {}
+    }
+    b.put_u8(flags);
     b.put_i64(timestamp);
     match value {
         Some(v) => {
@@ -58,6 +99,10 @@ pub fn wrap(
     }
     b.put_u32(header_count);
     b.extend_from_slice(headers);
+    if let Some(t) = txn {
+        b.put_i64(t.producer_id);
+        b.put_i16(t.epoch);
+    }
     let crc = crc32c::crc32c(&b[12..]);
     b[8..12].copy_from_slice(&crc.to_be_bytes());
     b.freeze()
@@ -94,7 +139,21 @@ pub fn open(stored: &Bytes) -> Option<Opened> {
     let count_bytes = stored.get(pos..pos + 4)?;
     let header_count = u32::from_be_bytes(count_bytes.try_into().ok()?);
     pos += 4;
-    let headers = stored.slice(pos..);
+    let (headers_end, txn) = if flags & FLAG_TXN != 0 {
+        let at = stored
+            .len()
+            .checked_sub(PRODUCER_LEN)
+            .filter(|&at| at >= pos)?;
+        let tag = TxnTag {
+            producer_id: i64::from_be_bytes(stored[at..at + 8].try_into().ok()?),
+            epoch: i16::from_be_bytes(stored[at + 8..at + 10].try_into().ok()?),
+            control: flags & FLAG_CONTROL != 0,
+        };
+        (at, Some(tag))
+    } else {
+        (stored.len(), None)
+    };
+    let headers = stored.slice(pos..headers_end);
     if !crate::record::walk::headers_well_formed(&headers, header_count) {
         return None;
     }
@@ -104,6 +163,7 @@ pub fn open(stored: &Bytes) -> Option<Opened> {
         value,
         header_count,
         headers,
+        txn,
     })
 }
 
@@ -114,7 +174,7 @@ mod tests {
     #[test]
     fn wrapped_fields_come_back() {
         let hdrs = [2u8, b'h', 0]; // one header: key "h" (zigzag length 1), empty value
-        let w = wrap(-5, true, Some(b""), 1, &hdrs);
+        let w = wrap(-5, true, Some(b""), 1, &hdrs, None);
         assert_eq!(
             open(&w),
             Some(Opened {
@@ -123,21 +183,33 @@ mod tests {
                 value: Some(Bytes::new()),
                 header_count: 1,
                 headers: Bytes::copy_from_slice(&hdrs),
+                txn: None,
             })
         );
-        let null = wrap(7, false, None, 0, &[]);
+        let null = wrap(7, false, None, 0, &[], None);
         assert_eq!(open(&null).map(|o| o.value), Some(None));
+        // A transaction's record and marker keep their producer, headers intact.
+        for control in [false, true] {
+            let tag = TxnTag {
+                producer_id: 1 << 40,
+                epoch: 7,
+                control,
+            };
+            let w = wrap(3, false, Some(b"v"), 1, &hdrs, Some(tag));
+            let o = open(&w).unwrap();
+            assert_eq!((o.txn, &o.headers[..]), (Some(tag), &hdrs[..]));
+        }
     }
 
     #[test]
     fn plain_values_and_damaged_envelopes_are_not_opened() {
         assert_eq!(open(&Bytes::from_static(b"hello")), None);
-        let mut w = wrap(1, false, Some(b"value"), 0, &[]).to_vec();
+        let mut w = wrap(1, false, Some(b"value"), 0, &[], None).to_vec();
         // A value that merely starts with the magic fails the CRC.
         w[20] ^= 1;
         assert_eq!(open(&Bytes::from(w.clone())), None);
         // A truncated envelope is not read past its end.
-        let whole = wrap(1, false, Some(b"value"), 0, &[]);
+        let whole = wrap(1, false, Some(b"value"), 0, &[], None);
         for cut in 0..whole.len() {
             let mut t = whole[..cut].to_vec();
             let crc = crc32c::crc32c(t.get(12..).unwrap_or(&[]));

@@ -26,6 +26,7 @@ pub mod tied;
 pub mod topic_configs;
 pub mod topic_refresh;
 pub mod topics;
+pub mod txn_index;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -118,6 +119,19 @@ pub enum Command {
         partition: i32,
         offset: i64,
         reply: oneshot::Sender<Result<i64, KelpError>>,
+    },
+    /// Read a partition's transaction state ([`ForwarderHandle::load_txns`]).
+    LoadTxns {
+        topic: String,
+        partition: i32,
+        reply: oneshot::Sender<Result<Option<crate::txn::checkpoint::TxnCheckpoint>, KelpError>>,
+    },
+    /// Save a partition's transaction state ([`ForwarderHandle::save_txns`]).
+    SaveTxns {
+        topic: String,
+        partition: i32,
+        checkpoint: crate::txn::checkpoint::TxnCheckpoint,
+        reply: oneshot::Sender<Result<(), KelpError>>,
     },
     /// Create `kafka/<name>` ([`ForwarderHandle::create_topic`]).
     CreateTopic {
@@ -333,6 +347,36 @@ impl ForwarderHandle {
             topic: topic.to_string(),
             partition,
             offset,
+            reply,
+        })
+        .await
+    }
+
+    /// A partition's saved transaction state (None: no transaction ever wrote to it).
+    pub async fn load_txns(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Option<crate::txn::checkpoint::TxnCheckpoint>, KelpError> {
+        self.call(|reply| Command::LoadTxns {
+            topic: topic.to_string(),
+            partition,
+            reply,
+        })
+        .await
+    }
+
+    /// Saves a partition's transaction state, durably.
+    pub async fn save_txns(
+        &self,
+        topic: &str,
+        partition: i32,
+        checkpoint: crate::txn::checkpoint::TxnCheckpoint,
+    ) -> Result<(), KelpError> {
+        self.call(|reply| Command::SaveTxns {
+            topic: topic.to_string(),
+            partition,
+            checkpoint,
             reply,
         })
         .await

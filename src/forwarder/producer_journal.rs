@@ -373,6 +373,7 @@ mod tests {
                 timestamp: 0,
                 header_count: 0,
                 headers: Bytes::new(),
+                txn: None,
             })
             .collect()
     }

@@ -192,7 +192,7 @@ impl Forwarder {
                             });
                         }
                         out.batches
-                            .push(records::encode_batch(offset, &r.messages[..keep]));
+                            .extend(records::encode_batch(offset, &r.messages[..keep]));
                         return Ok(out);
                     }
                     // 1: not the leader / partition unknown here; 2: read error (retriable).
@@ -292,7 +292,7 @@ impl Forwarder {
         let mut run_start = -1;
         for e in entries {
             if !run.is_empty() && e.offset != run_start + run.len() as i64 {
-                out.batches.push(records::encode_batch(run_start, &run));
+                out.batches.extend(records::encode_batch(run_start, &run));
                 run.clear();
             }
             if run.is_empty() {
@@ -306,7 +306,7 @@ impl Forwarder {
             });
         }
         if !run.is_empty() {
-            out.batches.push(records::encode_batch(run_start, &run));
+            out.batches.extend(records::encode_batch(run_start, &run));
         }
         tracing::debug!(topic = %pl.topic.name, offset, batches = out.batches.len(), "read from SeaweedMQ log files");
         Ok(out)

@@ -7,15 +7,17 @@
 //! whose Kafka timestamp fits the partition's clock is stored plain (key, value, timestamp:
 //! what the Go gateway and other readers expect); a record with headers, a timestamp that
 //! would go back in time or run ahead of the clock, or an empty (not null) key or value goes
-//! into an envelope ([`super::envelope`]) in the value. Fetch below the cache: messages are
-//! turned back into one uncompressed v2 batch whose offsets are `start + i`, with each
-//! record's own key, value, headers and timestamp. Runs on the forwarder thread; calls
+//! into an envelope ([`super::envelope`]) in the value, as does every record of a
+//! transaction (its producer travels with it). Fetch below the cache: messages are turned
+//! back into uncompressed v2 batches whose offsets are `start + i`, with each record's own
+//! key, value, headers and timestamp; a transaction's records come back in batches of their
+//! producer (transactional), each marker as a control batch of its own. Runs on the forwarder thread; calls
 //! `record::walk` to read batches and `record::build` to build them.
 
 use bytes::Bytes;
 use kelp_storage_client::pb::messaging_pb::DataMessage;
 
-use super::envelope;
+use super::envelope::{self, TxnTag};
 use crate::record::build::{BatchBuilder, RecordParts};
 use crate::record::walk;
 
@@ -43,6 +45,8 @@ pub struct Pending {
     pub header_count: u32,
     /// Header entries in Kafka's encoding.
     pub headers: Bytes,
+    /// The transaction it belongs to (its batch was transactional), if any.
+    pub txn: Option<TxnTag>,
 }
 
 /// Decodes one Kafka record batch (decompressing it, up to [`walk::MAX_INFLATED_BYTES`])
@@ -57,6 +61,11 @@ pub fn decode_batch(batch: &Bytes) -> Result<Vec<Pending>, String> {
         h.base_timestamp,
         h.is_log_append_time().then_some(h.max_timestamp),
     );
+    let txn = (h.is_transactional() && h.producer_id >= 0).then_some(TxnTag {
+        producer_id: h.producer_id,
+        epoch: h.producer_epoch,
+        control: h.is_control(),
+    });
     let mut out = Vec::new();
     while let Some(r) = records.next_record().map_err(|e| e.why().to_string())? {
         out.push(Pending {
@@ -65,6 +74,7 @@ pub fn decode_batch(batch: &Bytes) -> Result<Vec<Pending>, String> {
             timestamp: append_ts.unwrap_or(base_ts.wrapping_add(r.timestamp_delta)),
             header_count: r.header_count,
             headers: r.headers,
+            txn,
         });
     }
     Ok(out)
@@ -104,6 +114,7 @@ impl Clock {
             .filter(|&ns| ns / NS_PER_MS == p.timestamp && ns <= now_ns.saturating_add(AHEAD_NS));
         let empty_key = p.key.as_ref().is_some_and(Bytes::is_empty);
         let plain = fitted.is_some()
+            && p.txn.is_none()
             && p.header_count == 0
             && !empty_key
             && p.value
@@ -120,6 +131,7 @@ impl Clock {
                 p.value.as_deref(),
                 p.header_count,
                 &p.headers,
+                p.txn,
             )
         };
         DataMessage {
@@ -131,14 +143,31 @@ impl Clock {
     }
 }
 
-/// Encodes messages read from `start` into one uncompressed v2 batch (offset `start + i`),
-/// each record as the producer sent it. A plain message's empty key or value is a null one
+/// Encodes messages read from `start` into uncompressed v2 batches (offset `start + i`),
+/// each record as the producer sent it: a batch per run of records of one transaction (or
+/// of none), and one per marker. A plain message's empty key or value is a null one
 /// (SeaweedMQ stores no difference; Kelp wraps the empty ones it writes).
-pub fn encode_batch(start: i64, messages: &[DataMessage]) -> Bytes {
+pub fn encode_batch(start: i64, messages: &[DataMessage]) -> Vec<Bytes> {
+    let mut out = Vec::new();
     let mut b = BatchBuilder::default();
-    for m in messages {
+    let mut run: Option<TxnTag> = None;
+    let mut run_start = start;
+    for (i, m) in messages.iter().enumerate() {
+        let offset = start + i as i64;
         let stored_key = (!m.key.is_empty()).then_some(&m.key[..]);
-        match envelope::open(&m.value) {
+        let opened = envelope::open(&m.value);
+        let txn = opened.as_ref().and_then(|o| o.txn);
+        // A marker is a batch of its own, as the coordinator wrote it.
+        let cut = txn != run || txn.is_some_and(|t| t.control);
+        if cut && !b.is_empty() {
+            let done = std::mem::take(&mut b);
+            out.push(done.finish_for(run_start, run.map(tag_fields)));
+        }
+        if b.is_empty() {
+            run = txn;
+            run_start = offset;
+        }
+        match &opened {
             Some(o) => b.push(RecordParts {
                 timestamp: o.timestamp,
                 key: stored_key.or(o.empty_key.then_some(&[][..])),
@@ -155,7 +184,15 @@ pub fn encode_batch(start: i64, messages: &[DataMessage]) -> Bytes {
             }),
         }
     }
-    b.finish(start)
+    if !b.is_empty() || out.is_empty() {
+        out.push(b.finish_for(run_start, run.map(tag_fields)));
+    }
+    out
+}
+
+/// The producer fields [`BatchBuilder::finish_for`] takes for a transaction's batch.
+fn tag_fields(t: TxnTag) -> (i64, i16, i16) {
+    (t.producer_id, t.epoch, t.attributes())
 }
 
 #[cfg(test)]
@@ -171,6 +208,7 @@ mod tests {
             timestamp: ts,
             header_count: 0,
             headers: Bytes::new(),
+            txn: None,
         }
     }
 
@@ -229,10 +267,79 @@ mod tests {
             "only what a plain message cannot hold is wrapped"
         );
         assert_eq!(stored[0].value, "v", "other readers see the plain value");
-        let batch = encode_batch(40, &stored);
-        let h = BatchHeader::parse(&batch).unwrap();
+        let batches = encode_batch(40, &stored);
+        assert_eq!(batches.len(), 1);
+        let batch = &batches[0];
+        let h = BatchHeader::parse(batch).unwrap();
         assert_eq!((h.base_offset, h.last_offset()), (40, 48));
-        assert_eq!(read_back(&batch), sent);
+        assert_eq!(read_back(batch), sent);
+    }
+
+    #[test]
+    fn transactions_come_back_in_batches_of_their_producer() {
+        use crate::record::control::{control_type, marker_batch, ControlType};
+        let tag = |pid, control| {
+            Some(TxnTag {
+                producer_id: pid,
+                epoch: 3,
+                control,
+            })
+        };
+        let marker = decode_batch(&marker_batch(ControlType::Abort, 7, 3, 0, NOW_MS).freeze())
+            .unwrap()
+            .remove(0);
+        assert_eq!(marker.txn, tag(7, true));
+        let sent = vec![
+            pending(NOW_MS),
+            Pending {
+                txn: tag(7, false),
+                ..pending(NOW_MS)
+            },
+            Pending {
+                txn: tag(7, false),
+                ..pending(NOW_MS)
+            },
+            Pending {
+                txn: tag(8, false),
+                ..pending(NOW_MS)
+            },
+            marker.clone(),
+            marker,
+            pending(NOW_MS),
+        ];
+        let mut clock = Clock::after(0);
+        let stored: Vec<DataMessage> = sent.iter().map(|p| clock.stamp(p, NOW)).collect();
+        let batches = encode_batch(10, &stored);
+        let shape: Vec<_> = batches
+            .iter()
+            .map(|b| {
+                let h = BatchHeader::parse(b).unwrap();
+                (h.base_offset, h.record_count, h.producer_id, h.attributes)
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (10, 1, -1, 0),
+                (11, 2, 7, 0x10),
+                (13, 1, 8, 0x10),
+                (14, 1, 7, 0x30),
+                (15, 1, 7, 0x30),
+                (16, 1, -1, 0)
+            ]
+        );
+        let h = BatchHeader::parse(&batches[3]).unwrap();
+        assert_eq!(control_type(&h, &batches[3]), Some(ControlType::Abort));
+        assert_eq!(h.producer_epoch, 3);
+        for b in &batches {
+            let v = ValidatedBatches::validate_broker(BytesMut::from(&b[..]));
+            assert!(v.is_ok(), "a valid batch");
+        }
+        let back: Vec<Pending> = batches
+            .iter()
+            .flat_map(|b| decode_batch(b).unwrap())
+            .collect();
+        assert_eq!(back, sent);
     }
 
     #[test]

@@ -178,6 +178,7 @@ impl Forwarder {
         self.drop_topic_configs(name).await?;
         self.drop_epochs(name).await?;
         self.drop_journals(name).await?;
+        self.drop_txns(name).await?;
         self.cluster.ownership.forget_storage_leaders(name);
         self.invalidate(name);
         self.publishers.borrow_mut().retain(|(t, _), _| t != name);

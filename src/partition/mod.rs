@@ -12,6 +12,7 @@ pub mod cache;
 pub mod producer_state;
 pub mod settle;
 pub mod txn;
+pub mod txn_sync;
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -93,6 +94,11 @@ pub struct Partition {
     producers: ProducerStates,
     /// Open and aborted transactions (KIP-98).
     txns: Transactions,
+    /// `txns` took in every batch below this offset; None: not known yet (a store that
+    /// learns its offsets keeps the state to start from, [`txn_sync`]).
+    txn_seen: Option<i64>,
+    /// The store keeps this partition's transaction state (a transaction wrote here).
+    txn_tracked: bool,
     /// The leader epoch this state was built under: another tenure (the partition was led
     /// by another node meanwhile) starts from fresh state.
     pub epoch: i32,
@@ -102,6 +108,7 @@ impl Partition {
     /// Empty partition state for a topic incarnation, stored in `store`. Offsets start at 0,
     /// or are learned from the store first when it keeps its own.
     pub fn new(topic_id: Uuid, store: Rc<dyn PartitionStore>) -> Self {
+        let store_learns = store.learns_offsets();
         Partition {
             topic_id,
             log_start: 0,
@@ -115,6 +122,8 @@ impl Partition {
             last_append: None,
             producers: ProducerStates::default(),
             txns: Transactions::default(),
+            txn_seen: (!store_learns).then_some(0),
+            txn_tracked: false,
             epoch: 0,
         }
     }
@@ -126,6 +135,7 @@ impl Partition {
         p.log_start = r.log_start;
         p.next_offset = r.next_offset;
         p.hw = r.next_offset;
+        p.txn_seen = Some(r.next_offset);
         p.max_timestamp = r.max_timestamp;
         p.queue.committed_producers = producers.clone();
         p.producers = producers;
@@ -159,9 +169,15 @@ impl Partition {
         self.log_start
     }
 
-    /// The last stable offset: read_committed readers read up to it (KIP-98).
+    /// The last stable offset: read_committed readers read up to it (KIP-98). Not past
+    /// what the transaction state has taken in: records not looked at yet may be a
+    /// transaction's.
     pub fn last_stable_offset(&self) -> i64 {
-        self.txns.last_stable_offset(self.hw)
+        let lso = self.txns.last_stable_offset(self.hw);
+        match self.txn_seen {
+            Some(seen) => lso.min(seen.max(self.log_start)),
+            None => self.log_start,
+        }
     }
 
     /// The producers with state here (DescribeProducers): (producer id, epoch, last
@@ -197,7 +213,11 @@ impl Partition {
             self.max_timestamp = (h.max_timestamp, h.base_offset);
         }
         self.hw = h.last_offset() + 1;
-        self.txns.observe(h, control_type(h, &data));
+        // A batch after records not looked at yet waits for them (`txn_sync`).
+        if self.txn_seen == Some(h.base_offset) || !self.queue.learns {
+            self.txns.observe(h, control_type(h, &data));
+            self.txn_seen = Some(self.hw);
+        }
         self.cache
             .push(h.base_offset, h.last_offset(), h.max_timestamp, data);
     }

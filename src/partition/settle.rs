@@ -31,7 +31,7 @@ pub(super) struct Queue {
     /// A batch failed or landed elsewhere: realign the next offset once nothing is pending.
     realign: bool,
     /// Whether offsets come from the store, which must be asked before appending.
-    learns: bool,
+    pub(super) learns: bool,
     /// Whether the store's offsets are known (always, for stores that keep none).
     synced: bool,
     /// When the store was last asked for its offsets.
@@ -127,6 +127,11 @@ impl Partition {
         let freed = self.cache.drop_below(i64::MAX);
         self.hw = r.next.max(self.log_start);
         self.next_offset = self.hw;
+        if self.txn_seen.is_some_and(|seen| seen > self.hw) {
+            // The store lost records this state took in: it is read again.
+            self.txn_seen = None;
+            self.txns = Default::default();
+        }
         self.appended.notify(usize::MAX);
         freed
     }
@@ -252,4 +257,4 @@ impl Partition {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -6,11 +6,16 @@
 //!
 //! Memory: one entry per open transaction, and one (24 bytes) per aborted transaction whose
 //! records are still in the log; entries go with the log start ([`Transactions::forget_below`]).
+//!
+//! Engines that keep records rather than this broker's log (SeaweedMQ) cannot have the state
+//! rebuilt from the whole log at start-up: they keep a [`TxnCheckpoint`] (the state through
+//! an offset), from which the partition reads the rest of the log again.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use crate::record::batch::BatchHeader;
 use crate::record::control::ControlType;
+pub use crate::txn::checkpoint::TxnCheckpoint;
 
 /// An aborted transaction's span on this partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +99,38 @@ impl Transactions {
         }
     }
 
+    /// The state as a checkpoint through `through`.
+    pub fn checkpoint(&self, through: i64) -> TxnCheckpoint {
+        TxnCheckpoint {
+            through,
+            open: self.open().collect(),
+            aborted: self
+                .aborted
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+                .collect(),
+        }
+    }
+
+    /// The state a checkpoint holds.
+    pub fn from_checkpoint(cp: &TxnCheckpoint) -> Self {
+        let mut t = Transactions::default();
+        for &(pid, first) in &cp.open {
+            t.open.insert(pid, first);
+            t.by_offset.insert((first, pid));
+        }
+        t.aborted = cp
+            .aborted
+            .iter()
+            .map(|&(producer_id, first_offset, last_offset)| AbortedTxn {
+                producer_id,
+                first_offset,
+                last_offset,
+            })
+            .collect();
+        t
+    }
+
     /// Open transactions: (producer id, first offset), oldest first.
     pub fn open(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
         self.by_offset.iter().map(|&(first, pid)| (pid, first))
@@ -156,6 +193,11 @@ mod tests {
         assert_eq!(t.last_stable_offset(13), 12);
         t.forget_below(8);
         assert_eq!(t.aborted_between(0, 20).len(), 1);
+        let cp = t.checkpoint(13);
+        let back = Transactions::from_checkpoint(&cp);
+        assert_eq!(back.checkpoint(13), cp);
+        assert_eq!(back.last_stable_offset(20), 12);
+        assert_eq!(back.aborted_between(0, 20), t.aborted_between(0, 20));
         t.forget_below(9);
         assert!(t.aborted_between(0, 20).is_empty());
     }

@@ -110,7 +110,8 @@ pub fn refresh_crcs(buf: &mut [u8]) {
 
 /// One uncompressed v2 batch built record by record, each with its own timestamp, nullable
 /// key and value, and header entries already in Kafka's record-header encoding (copied as
-/// they are, so duplicate header keys and null header values survive). No producer id.
+/// they are, so duplicate header keys and null header values survive). No producer id unless
+/// [`BatchBuilder::finish_for`] names one.
 #[derive(Debug, Default)]
 pub struct BatchBuilder {
     records: BytesMut,
@@ -177,6 +178,14 @@ impl BatchBuilder {
 
     /// The batch, its records at `base_offset`, `base_offset + 1`, ...
     pub fn finish(self, base_offset: i64) -> Bytes {
+        self.finish_for(base_offset, None)
+    }
+
+    /// Like [`Self::finish`], the batch written by `producer` (id, epoch, and the
+    /// transactional (bit 4) and control (bit 5) attribute bits), base sequence unknown
+    /// (-1): a transaction's records or marker handed back by an engine that keeps records.
+    pub fn finish_for(self, base_offset: i64, producer: Option<(i64, i16, i16)>) -> Bytes {
+        let (producer_id, epoch, attributes) = producer.unwrap_or((-1, -1, 0));
         let base_ts = self.base_timestamp.unwrap_or(-1);
         let mut b = BytesMut::with_capacity(BATCH_HEADER_LEN + self.records.len());
         b.put_i64(base_offset);
@@ -184,7 +193,7 @@ impl BatchBuilder {
         b.put_i32(0); // partition leader epoch
         b.put_i8(2); // magic
         b.put_u32(0); // crc, filled below
-        b.put_i16(0); // attributes: uncompressed, CreateTime
+        b.put_i16(attributes & 0x30); // uncompressed, CreateTime
         b.put_i32((self.count - 1).max(0));
         b.put_i64(base_ts);
         b.put_i64(if self.count == 0 {
@@ -192,8 +201,8 @@ impl BatchBuilder {
         } else {
             self.max_timestamp
         });
-        b.put_i64(-1);
-        b.put_i16(-1);
+        b.put_i64(producer_id);
+        b.put_i16(epoch);
         b.put_i32(-1);
         b.put_i32(self.count);
         b.extend_from_slice(&self.records);

@@ -14,6 +14,7 @@ pub mod security;
 pub mod storage;
 pub mod topics;
 pub mod txn;
+mod txn_sync;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};

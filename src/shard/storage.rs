@@ -38,7 +38,7 @@ impl Shard {
     /// Learns a partition's offsets from its store when the store keeps them and they are
     /// unknown (or, with `stale_after`, older than that). While the store cannot answer it
     /// retries until `deadline`, then this fails with [`KelpError::StorageUnavailable`].
-    async fn sync_offsets(
+    pub(super) async fn sync_offsets(
         &self,
         topic: &str,
         partition: i32,
@@ -84,6 +84,12 @@ impl Shard {
             .await
             .unwrap_or(Err(KelpError::RequestTimedOut))
             .map_err(KelpError::timed_out_if_transient)?;
+        }
+        let transactional = batches.headers().any(|h| h.is_transactional());
+        if transactional {
+            self.track_txns(topic, partition, deadline)
+                .await
+                .map_err(KelpError::timed_out_if_transient)?;
         }
         let durability = if acks == -1 {
             Durability::Persisted
@@ -156,6 +162,9 @@ impl Shard {
                 return Err(e);
             }
         }
+        if transactional && assigned.iter().any(|(h, _)| h.is_control()) {
+            self.save_txns(topic, partition);
+        }
         match first {
             Some(Ok((base, _))) => Ok(Appended {
                 base,
@@ -192,11 +201,23 @@ impl Shard {
             .await
     }
 
+    /// The transaction state's catch-up before a read_committed read, bounded like the
+    /// offset sync; short of the end, the read stops before what was not looked at.
+    async fn catch_up_txns_for_read(&self, topic: &str, partition: i32) {
+        let deadline = Instant::now() + READ_SYNC_WAIT;
+        if let Err(e) = self.catch_up_txns(topic, partition, deadline).await {
+            tracing::debug!(topic, partition, error = %e, "transaction state not caught up");
+        }
+    }
+
     /// Reads from the cache, or from the store for offsets older than the cache.
     pub async fn read(&self, it: ReadItem, cold_budget: Rc<ColdBudget>) -> ReadResult {
         self.lead(&it.topic, it.partition, Instant::now() + READ_SYNC_WAIT)
             .await?;
         self.sync_for_read(&it.topic, it.partition).await?;
+        if it.committed {
+            self.catch_up_txns_for_read(&it.topic, it.partition).await;
+        }
         let refresh = self.with_partition(&it.topic, it.partition, |p| {
             p.store()
                 .refresh_every()
@@ -273,6 +294,9 @@ impl Shard {
         self.lead(&it.topic, it.partition, Instant::now() + READ_SYNC_WAIT)
             .await?;
         self.sync_for_read(&it.topic, it.partition).await?;
+        if it.committed {
+            self.catch_up_txns_for_read(&it.topic, it.partition).await;
+        }
         let (found, cache_start, log_start, hw, store) =
             self.with_partition(&it.topic, it.partition, |p| {
                 (

@@ -29,6 +29,7 @@ use crate::config::{Config, StorageKind};
 use crate::error::KelpError;
 use crate::group::OffsetStore;
 use crate::record::batch::BatchHeader;
+use crate::txn::checkpoint::TxnCheckpoint;
 
 /// One batch whose offsets are assigned: its parsed header and its bytes (offsets rewritten).
 pub type Batch = (BatchHeader, Bytes);
@@ -181,6 +182,20 @@ pub trait PartitionStore {
         ))))
     }
 
+    /// The transaction state last saved for this partition ([`Self::save_transactions`]);
+    /// None: never saved, so no transaction ever wrote here. Asked only of stores that learn
+    /// their offsets: the others' partitions rebuild it from their log at start-up.
+    fn load_transactions(&self) -> LocalBoxFuture<'_, Result<Option<TxnCheckpoint>, KelpError>> {
+        Box::pin(futures::future::ready(Ok(None)))
+    }
+
+    /// Saves the partition's transaction state through an offset, durably before this
+    /// resolves (stores that learn their offsets; the others keep nothing).
+    fn save_transactions(&self, cp: TxnCheckpoint) -> LocalBoxFuture<'_, Result<(), KelpError>> {
+        let _ = cp;
+        Box::pin(futures::future::ready(Ok(())))
+    }
+
     /// One log cleaner round if the partition's topic is compacted and due (dirty ratio,
     /// lag): what it did, or None when nothing ran. `producers` names each idempotent
     /// producer's last batch (by base offset), which stays whole. Engines that keep no log
@@ -265,12 +280,6 @@ pub trait Engine: Send + Sync {
     /// Whether a connection may start its next produce once this one's appends are queued
     /// (the engine keeps their order), rather than once they are answered.
     fn pipelines_produce(&self) -> bool;
-
-    /// Whether transactions run on this engine: markers and transactional batches must come
-    /// back from it as the batches they were.
-    fn supports_transactions(&self) -> bool {
-        true
-    }
 
     /// Where this engine keeps partition logs, with the bytes each of `partitions` takes
     /// there (DescribeLogDirs). Clients take an answer without a log directory for a

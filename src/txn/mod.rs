@@ -2,7 +2,10 @@
 //! epoch, where its current transaction stands, and which partitions and groups it wrote to.
 //! Pure: the checks and transitions Kafka's TransactionCoordinator makes, as functions of
 //! that state; the shard that coordinates an id (`shard::txn`) stores each new state through
-//! the storage engine before acting on it, and writes the markers. Calls nothing but `error`.
+//! the storage engine before acting on it, and writes the markers. Calls nothing but `error`; [`checkpoint`] is the
+//! partitions' side, as engines store it.
+
+pub mod checkpoint;
 
 use std::collections::BTreeSet;
 

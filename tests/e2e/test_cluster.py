@@ -380,3 +380,35 @@ def test_nodes_advertising_shards_form_one_cluster(seaweed):
                 got.append(m.value())
         c.close()
         assert sorted(got) == sorted(sent), f"{len(got)} of {len(sent)} records back"
+
+
+def test_transactions_need_a_single_node(broker, seaweed):
+    """Transactions run while one Kelp node is live over the SeaweedMQ; while two are, a
+    transactional producer is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients
+    take as fatal): its coordinator could not have markers written on partitions the other
+    node leads. Once the second node left, they run again."""
+    if seaweed.external:
+        pytest.skip("needs the suite's own SeaweedFS")
+    from confluent_kafka import KafkaException
+    topic = f"tx1-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    join = ["--cluster-id", broker.cluster_id]
+    with conftest.running_broker(conftest.Broker, "kelp-t-", join, seaweed=seaweed) as b:
+        ids = sorted([broker.kafka_node_id, b.kafka_node_id])
+        wait_for("two live nodes in Metadata", lambda: brokers(broker.bootstrap) == ids, 15)
+        p = Producer({"bootstrap.servers": broker.bootstrap,
+                      "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
+        with pytest.raises(KafkaException) as e:
+            p.init_transactions(15)
+        assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in str(e.value) or \
+            "authoriz" in str(e.value).lower(), e.value
+        assert "transactions need a single Kelp node" in b.log_tail() + broker.log_tail()
+    wait_for("one live node", lambda: brokers(broker.bootstrap) == [broker.kafka_node_id], 30)
+    p = Producer({"bootstrap.servers": broker.bootstrap,
+                  "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, value=str(i).encode(), partition=i % 2)
+    p.commit_transaction(30)

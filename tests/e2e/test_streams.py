@@ -1,13 +1,13 @@
 """Kafka Streams (kafka-streams from Maven Central) with processing.guarantee=exactly_once_v2
 over Kelp: a word count (tests/java/StreamsWordCount.java, two stream threads, a repartition
 topic and a changelogged count store, both created by Streams) is killed with SIGKILL while
-its input flows and started again; on local storage Kelp itself is also killed with SIGKILL
+its input flows and started again; on durable storage Kelp itself is also killed with SIGKILL
 under it and restarted. The last count per word in the output, read with read_committed, must
 be exact: nothing counted in an unfinished transaction may be counted twice, nothing may be
 lost. (The same test with at_least_once instead counts twice.)
 
-Transactions run on the memory and local engines (test_transactions.py says why not on
-SeaweedMQ)."""
+Transactions run on every engine; Kelp is killed under the application on the durable ones
+(local storage and SeaweedMQ)."""
 
 import collections
 import glob
@@ -29,8 +29,8 @@ from conftest import require
 
 pytestmark = [
     pytest.mark.skipif(bool(conftest.EXTERNAL), reason="checks Kelp's own transactions"),
-    pytest.mark.skipif(conftest.STORAGE not in ("memory", "local"),
-                       reason="transactions: memory and local"),
+    pytest.mark.skipif(conftest.STORAGE not in ("memory", "local", "seaweedmq"),
+                       reason="transactions"),
 ]
 
 VOCABULARY = [f"w{i}" for i in range(40)]
@@ -176,7 +176,7 @@ def test_streams_exactly_once_word_count_survives_kill(broker, tmp_path):
     word_count_through_a_kill(broker, tmp_path, kill)
 
 
-@pytest.mark.skipif(conftest.STORAGE != "local", reason="durable transactions: local storage")
+@pytest.mark.skipif(conftest.STORAGE not in ("local", "seaweedmq"), reason="durable transactions")
 def test_streams_exactly_once_word_count_survives_broker_kill_9(broker, tmp_path):
     """Kelp is killed with SIGKILL under the running application (transactions open, markers
     being written) and started again on its data: the application's clients reconnect, its

@@ -52,7 +52,7 @@ impl PartitionStore for Manual {
     }
 }
 
-fn partition(learns: bool) -> Partition {
+pub(crate) fn partition(learns: bool) -> Partition {
     Partition::new(Uuid::nil(), Rc::new(Manual { learns }))
 }
 
@@ -60,7 +60,7 @@ fn validated(n: i32) -> ValidatedBatches {
     ValidatedBatches::validate(make_batch(n, 100), 1 << 20).unwrap()
 }
 
-fn reserve(p: &mut Partition, b: ValidatedBatches) -> (u64, Vec<Batch>) {
+pub(crate) fn reserve(p: &mut Partition, b: ValidatedBatches) -> (u64, Vec<Batch>) {
     match p.reserve(b, true).unwrap() {
         Reserved::Append { ticket, batches } => (ticket, batches),
         _ => panic!("not a duplicate"),

@@ -213,6 +213,19 @@ impl PartitionStore for SeaweedMqStore {
         true
     }
 
+    fn load_transactions(
+        &self,
+    ) -> LocalBoxFuture<'_, Result<Option<crate::txn::checkpoint::TxnCheckpoint>, KelpError>> {
+        Box::pin(self.fwd.load_txns(&self.topic, self.partition))
+    }
+
+    fn save_transactions(
+        &self,
+        cp: crate::txn::checkpoint::TxnCheckpoint,
+    ) -> LocalBoxFuture<'_, Result<(), KelpError>> {
+        Box::pin(async move { self.fwd.save_txns(&self.topic, self.partition, cp).await })
+    }
+
     fn refresh_every(&self) -> Option<Duration> {
         Some(REFRESH_EVERY)
     }
@@ -272,12 +285,6 @@ impl Engine for SeaweedMqEngine {
             // Other Kelp nodes change them too: re-read as often as the topics.
             records_every: Some(self.records_every),
         }
-    }
-
-    fn supports_transactions(&self) -> bool {
-        // SeaweedMQ keeps records, not batches: commit and abort markers would come back
-        // as plain records. Not yet.
-        false
     }
 
     fn pipelines_produce(&self) -> bool {
