@@ -1,8 +1,9 @@
 """KIP-848 consumer groups (group.protocol=consumer: the broker assigns partitions, members
-only heartbeat) with real clients on every storage pass:
+only heartbeat) with real clients on the local, SeaweedMQ (offsets on the filer) and
+--advertise-shards (coordinator routing) passes; the memory pass would repeat the local one:
 
 - the Java client 4.x (tests/java/ConsumerGroupProtocol.java) with each server-side assignor
-  (uniform on every pass, range on the local one): two members share a topic without a partition ever held twice, the admin
+  (uniform on each of those passes, range on the local one): two members share a topic without a partition ever held twice, the admin
   client describes and lists the group as Kafka's, committed offsets match the end offsets, a
   leaving member's partitions go to the other, and a broker-resolved regex subscription picks
   up a topic created later;
@@ -24,6 +25,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
 from conftest import require
+
+pytestmark = pytest.mark.skipif(conftest.STORAGE == "memory",
+                                reason="the coordinator's: local, SeaweedMQ, advertise passes")
 
 
 def java_848(tmp_path, bootstrap, prefix, assignor, n):

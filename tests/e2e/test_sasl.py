@@ -59,6 +59,7 @@ def refused(conf):
         return True
 
 
+@conftest.ENGINE_NEUTRAL
 def test_scram_and_plain_clients_over_sasl_ssl_and_sasl_plaintext(sasl_broker, pki):  # noqa: F811
     b = sasl_broker
     for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"):
@@ -74,6 +75,7 @@ def test_scram_and_plain_clients_over_sasl_ssl_and_sasl_plaintext(sasl_broker, p
     assert b.alive()
 
 
+@conftest.ENGINE_NEUTRAL
 def test_java_client_over_sasl_ssl_with_scram(sasl_broker, pki, tmp_path):  # noqa: F811
     conf = tmp_path / "sasl.properties"
     conf.write_text(
@@ -87,6 +89,7 @@ def test_java_client_over_sasl_ssl_with_scram(sasl_broker, pki, tmp_path):  # no
     assert out.stdout.count(" 300") == 5, out.stdout
 
 
+@conftest.ENGINE_NEUTRAL
 def test_kafkajs_over_sasl_ssl(sasl_broker, pki):  # noqa: F811
     """kafkajs (tests/node) consumers in one group over SASL_SSL with SCRAM-SHA-512 and with
     PLAIN; a wrong password fails its connect with an authentication error."""
@@ -208,6 +211,7 @@ def test_wrong_password_gets_sasl_authentication_failed_and_nothing_else(sasl_br
     assert sasl_broker.alive()
 
 
+@conftest.ENGINE_NEUTRAL
 def test_reauthentication_kip_368(pki, sw, tmp_path):  # noqa: F811
     """With --connections-max-reauth-ms the session has a lifetime: a connection that does
     not re-authenticate within it is closed at its next request, and Apache Kafka's console
