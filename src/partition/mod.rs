@@ -99,6 +99,8 @@ pub struct Partition {
     txn_seen: Option<i64>,
     /// The store keeps this partition's transaction state (a transaction wrote here).
     txn_tracked: bool,
+    /// When the store was last handed a checkpoint of the state (after a marker).
+    txn_saved_at: Option<Instant>,
     /// The leader epoch this state was built under: another tenure (the partition was led
     /// by another node meanwhile) starts from fresh state.
     pub epoch: i32,
@@ -124,6 +126,7 @@ impl Partition {
             txns: Transactions::default(),
             txn_seen: (!store_learns).then_some(0),
             txn_tracked: false,
+            txn_saved_at: None,
             epoch: 0,
         }
     }

@@ -8,6 +8,7 @@
 //! are pure here; the shard does the waiting (`shard::txn_sync`). Calls `record/`.
 
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -16,6 +17,11 @@ use super::Partition;
 use crate::record::batch::BatchHeader;
 use crate::record::control::control_type;
 use crate::storage::PartitionStore;
+
+/// How often a partition's checkpoint moves up after markers at most: a transaction every
+/// 100 ms (Kafka Streams' exactly-once default) would otherwise cost a filer write per
+/// partition each; what is left over is read back by the next leader.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
 /// What bringing the transaction state up to the high watermark needs next.
 pub enum TxnStep {
@@ -126,6 +132,23 @@ impl Partition {
     /// The state as a checkpoint, when it is known.
     pub fn txn_checkpoint(&self) -> Option<TxnCheckpoint> {
         self.txn_seen.map(|seen| self.txns.checkpoint(seen))
+    }
+
+    /// After a marker: the checkpoint to hand a store that keeps one, unless one was handed
+    /// over less than [`CHECKPOINT_EVERY`] before `now`.
+    pub fn txn_checkpoint_due(&mut self, now: Instant) -> Option<TxnCheckpoint> {
+        if !self.queue.learns || !self.txn_tracked {
+            return None;
+        }
+        if self
+            .txn_saved_at
+            .is_some_and(|at| now.saturating_duration_since(at) < CHECKPOINT_EVERY)
+        {
+            return None;
+        }
+        let checkpoint = self.txn_checkpoint()?;
+        self.txn_saved_at = Some(now);
+        Some(checkpoint)
     }
 }
 
@@ -238,6 +261,13 @@ mod tests {
         assert!(matches!(next.txn_step(), TxnStep::Current));
         assert_eq!(next.last_stable_offset(), 15);
         assert_eq!(next.transactions().aborted_between(0, 19), aborted);
+        // Checkpoints after markers: at most one per CHECKPOINT_EVERY.
+        let now = Instant::now();
+        assert!(next.txn_checkpoint_due(now).is_some());
+        assert!(next
+            .txn_checkpoint_due(now + CHECKPOINT_EVERY / 2)
+            .is_none());
+        assert!(next.txn_checkpoint_due(now + CHECKPOINT_EVERY).is_some());
     }
 
     #[test]
@@ -248,5 +278,6 @@ mod tests {
         let (t, _) = reserve(&mut p, txn_batch(7));
         p.settle(t, vec![Ok((0, 1))]);
         assert_eq!(p.last_stable_offset(), 0);
+        assert!(p.txn_checkpoint_due(Instant::now()).is_none());
     }
 }

@@ -79,13 +79,11 @@ impl Shard {
         self.with_partition(topic, partition, |p| p.set_txn_tracked())
     }
 
-    /// After a marker: the store's checkpoint moves up, in the background (a failure only
-    /// means the next leader reads more records).
+    /// After a marker: the store's checkpoint moves up (at most once a second), in the
+    /// background (a failure only means the next leader reads more records).
     pub(super) fn save_txns(&self, topic: &str, partition: i32) {
         let Ok(Some((store, checkpoint))) = self.with_partition(topic, partition, |p| {
-            let learns = p.store().learns_offsets();
-            p.txn_checkpoint()
-                .filter(|_| learns && p.txn_tracked())
+            p.txn_checkpoint_due(Instant::now())
                 .map(|c| (p.store().clone(), c))
         }) else {
             return;
