@@ -44,6 +44,16 @@ def producer(bootstrap, txn_id, **more):
                      "linger.ms": 5, **more})
 
 
+def commit_values(bootstrap, topic, prefix, n):
+    """One transaction of a fresh transactional producer: values `prefix0`.. `prefix{n-1}`."""
+    p = producer(bootstrap, f"{prefix}-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(n):
+        p.produce(topic, value=f"{prefix}{i}".encode())
+    p.commit_transaction(30)
+
+
 def consume_all(bootstrap, topic, isolation, expect=None, timeout=30):
     """Every record value of `topic` a fresh consumer with `isolation` reads (until `expect`
     values arrived, or the partitions' ends were reached and nothing came for 3 s)."""
@@ -189,12 +199,7 @@ def test_an_open_transaction_is_aborted_at_its_timeout(broker):
 def test_an_open_transaction_survives_kill_9_and_is_aborted(broker):
     bs = broker.bootstrap
     topic = new_topic(bs, 1)
-    done = producer(bs, f"done-{uuid.uuid4().hex[:6]}")
-    done.init_transactions(30)
-    done.begin_transaction()
-    for i in range(50):
-        done.produce(topic, value=f"kept{i}".encode())
-    done.commit_transaction(30)
+    commit_values(bs, topic, "kept", 50)
     p = producer(bs, f"open-{uuid.uuid4().hex[:6]}", **{"transaction.timeout.ms": 4000})
     p.init_transactions(30)
     p.begin_transaction()
@@ -211,12 +216,7 @@ def test_an_open_transaction_survives_kill_9_and_is_aborted(broker):
     time.sleep(5)
     # A transaction committed after the abort: read_committed readers get past the aborted
     # records to it, and skip every one of them.
-    after = producer(bs, f"after-{uuid.uuid4().hex[:6]}")
-    after.init_transactions(30)
-    after.begin_transaction()
-    for i in range(10):
-        after.produce(topic, value=f"late{i}".encode())
-    after.commit_transaction(30)
+    commit_values(bs, topic, "late", 10)
     want = sorted([f"kept{i}" for i in range(50)] + [f"late{i}" for i in range(10)])
     assert sorted(consume_all(bs, topic, "read_committed", expect=60)) == want
     assert len(consume_all(bs, topic, "read_uncommitted", expect=80)) == 80
