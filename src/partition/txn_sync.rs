@@ -43,20 +43,25 @@ pub enum TxnStep {
 }
 
 impl Partition {
+    /// Whether the transaction state has looked at everything below the high watermark
+    /// (always, for stores that hand the partition every batch).
+    pub fn txn_current(&self) -> bool {
+        !self.queue.learns || self.txn_seen.is_some_and(|seen| seen >= self.hw)
+    }
+
     /// What the transaction state needs next to reach the high watermark.
     pub fn txn_step(&self) -> TxnStep {
-        if !self.queue.learns {
+        if self.txn_current() {
             return TxnStep::Current;
         }
         match self.txn_seen {
             None if self.needs_sync(None) => TxnStep::Sync,
             None => TxnStep::Load(self.store.clone()),
-            Some(seen) if seen < self.hw => TxnStep::Read {
+            Some(seen) => TxnStep::Read {
                 store: self.store.clone(),
                 from: seen,
                 end: self.hw,
             },
-            Some(_) => TxnStep::Current,
         }
     }
 
@@ -118,8 +123,9 @@ impl Partition {
         seen > from
     }
 
-    /// Whether the store keeps this partition's transaction state already; false for a
-    /// partition no transaction wrote to yet, and for stores that rebuild it from their log.
+    /// Whether the store keeps this partition's transaction state already: false for a
+    /// partition no transaction wrote to yet; true for stores that rebuild it from their log
+    /// (they keep nothing).
     pub fn txn_tracked(&self) -> bool {
         self.txn_tracked || !self.queue.learns
     }
@@ -205,10 +211,12 @@ mod tests {
             next: 10,
         });
         assert!(matches!(p.txn_step(), TxnStep::Load(_)));
+        assert!(!p.txn_current());
         // Unknown: read_committed readers read nothing yet.
         assert_eq!(p.last_stable_offset(), 0);
         p.txn_loaded(None);
         assert!(matches!(p.txn_step(), TxnStep::Current));
+        assert!(p.txn_current());
         assert_eq!(p.last_stable_offset(), 10);
         assert!(!p.txn_tracked());
         // Producer 7's batch, stored as predicted, is taken in as it becomes visible.
@@ -274,6 +282,7 @@ mod tests {
     fn stores_with_their_own_log_need_nothing() {
         let mut p = partition(false);
         assert!(matches!(p.txn_step(), TxnStep::Current));
+        assert!(p.txn_current());
         assert!(p.txn_tracked());
         let (t, _) = reserve(&mut p, txn_batch(7));
         p.settle(t, vec![Ok((0, 1))]);

@@ -75,8 +75,13 @@ impl Shard {
         // store cannot answer (stopped, moving) the lookup is retried until the deadline, and
         // the produce then answers REQUEST_TIMED_OUT, which producers retry after their
         // backoff. Nothing was stored, so nothing is acknowledged. (Checked first: most
-        // appends need no lookup, and then set no timer.)
-        if self.with_partition(topic, partition, |p| p.needs_sync(None))? {
+        // appends need no lookup, and then set no timer.) A transaction's first write to a
+        // partition whose store keeps its transaction state is tracked there first.
+        let transactional = batches.headers().any(|h| h.is_transactional());
+        let (unsynced, untracked) = self.with_partition(topic, partition, |p| {
+            (p.needs_sync(None), transactional && !p.txn_tracked())
+        })?;
+        if unsynced {
             crate::deadline::until(
                 self.sync_offsets(topic, partition, None, deadline),
                 deadline,
@@ -85,8 +90,7 @@ impl Shard {
             .unwrap_or(Err(KelpError::RequestTimedOut))
             .map_err(KelpError::timed_out_if_transient)?;
         }
-        let transactional = batches.headers().any(|h| h.is_transactional());
-        if transactional {
+        if untracked {
             self.track_txns(topic, partition, deadline)
                 .await
                 .map_err(KelpError::timed_out_if_transient)?;
@@ -215,14 +219,16 @@ impl Shard {
         self.lead(&it.topic, it.partition, Instant::now() + READ_SYNC_WAIT)
             .await?;
         self.sync_for_read(&it.topic, it.partition).await?;
-        if it.committed {
+        let (behind, refresh) = self.with_partition(&it.topic, it.partition, |p| {
+            let refresh = p
+                .store()
+                .refresh_every()
+                .filter(|_| it.offset >= p.high_watermark());
+            (it.committed && !p.txn_current(), refresh)
+        })?;
+        if behind {
             self.catch_up_txns_for_read(&it.topic, it.partition).await;
         }
-        let refresh = self.with_partition(&it.topic, it.partition, |p| {
-            p.store()
-                .refresh_every()
-                .filter(|_| it.offset >= p.high_watermark())
-        })?;
         if let Some(every) = refresh {
             // Records others appended show up within `every`; a failed check only means
             // the answer comes from what Kelp knows.

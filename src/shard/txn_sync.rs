@@ -53,7 +53,8 @@ impl Shard {
         }
     }
 
-    /// Before a transaction's first write to a partition: the store keeps the partition's
+    /// Before a transaction's first write to a partition not tracked yet
+    /// (`Partition::txn_tracked`, checked by the caller): the store keeps the partition's
     /// transaction state from now on, so whoever leads it next reads the records after it.
     pub(super) async fn track_txns(
         &self,
@@ -61,9 +62,6 @@ impl Shard {
         partition: i32,
         deadline: Instant,
     ) -> Result<(), KelpError> {
-        if self.with_partition(topic, partition, |p| p.txn_tracked())? {
-            return Ok(());
-        }
         self.catch_up_txns(topic, partition, deadline).await?;
         let (tracked, checkpoint, store) = self.with_partition(topic, partition, |p| {
             (p.txn_tracked(), p.txn_checkpoint(), p.store().clone())
