@@ -10,7 +10,6 @@
 //! Reads and writes go through the page cache in bounded steps; the caller runs the cleaner
 //! in a low-share task queue and chooses the map's key capacity (its memory).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -18,7 +17,7 @@ use bytes::Bytes;
 use glommio::io::BufferedFile;
 
 use super::appender::Appender;
-use super::compact::{clean_batch, KeyMap, Outcome, Settings};
+use super::compact::{clean_batch, KeyMap, Markers, Outcome, PartitionFacts, Settings};
 use super::index::SegmentIndex;
 use super::partition_log::PartitionLog;
 use super::scan::{scan, Stop};
@@ -127,15 +126,16 @@ impl PartitionLog {
     /// `max_timestamp` (`min.compaction.lag.ms`): the keys of the dirty ones (from the first
     /// holding offsets at or past `dirty_from`, the previous round's end) are mapped, at most
     /// `capacity` entries, and every segment from the first up to the map's end is cleaned
-    /// against them, as Kafka's cleaner does. `producers` names each idempotent producer's
-    /// last batch (producer id to base offset), kept whole.
+    /// against them, as Kafka's cleaner does. `facts` names each idempotent producer's last
+    /// batch (kept whole), the last stable offset (the range ends before it) and the aborted
+    /// transactions.
     pub async fn compact(
         &self,
         s: &Settings,
         capacity: usize,
         max_timestamp: i64,
         dirty_from: i64,
-        producers: HashMap<i64, i64>,
+        facts: PartitionFacts,
     ) -> Result<CleanReport, LogError> {
         let sealed = self.sealed_files(max_timestamp);
         let Some(first_dirty) = sealed.iter().find(|seg| seg.next_offset > dirty_from) else {
@@ -144,7 +144,7 @@ impl PartitionLog {
                 ..CleanReport::default()
             });
         };
-        let mut map = KeyMap::new(capacity, first_dirty.base, producers);
+        let mut map = KeyMap::new(capacity, first_dirty.base, facts);
         'map: for seg in sealed.iter().filter(|seg| seg.base >= first_dirty.base) {
             let mut r = BatchReader::new(seg);
             loop {
@@ -164,8 +164,9 @@ impl PartitionLog {
             keys: map.len(),
             ..CleanReport::default()
         };
+        let mut markers = Markers::default();
         for seg in sealed.iter().filter(|seg| seg.base < map.end()) {
-            if let Some(size) = self.clean_segment(seg, &map, s).await? {
+            if let Some(size) = self.clean_segment(seg, &map, s, &mut markers).await? {
                 report.segments += 1;
                 report.bytes_before += seg.size;
                 report.bytes_after += size;
@@ -174,15 +175,19 @@ impl PartitionLog {
         Ok(report)
     }
 
-    /// Rewrites one segment if cleaning changes it; its new size, or None.
+    /// Rewrites one segment if cleaning changes it; its new size, or None. `markers` comes
+    /// from the segments before it and goes on to the next.
     async fn clean_segment(
         &self,
         seg: &SealedFile,
         map: &KeyMap,
         s: &Settings,
+        markers: &mut Markers,
     ) -> Result<Option<u64>, LogError> {
         // A first pass decides whether anything changes, so unchanged segments are not
-        // rewritten (most of them, once a log has been cleaned).
+        // rewritten (most of them, once a log has been cleaned). It walks a copy of the
+        // transactions met: the rewrite walks the same batches again from `markers`.
+        let mut looked = markers.clone();
         let mut r = BatchReader::new(seg);
         let mut changes = false;
         'look: loop {
@@ -191,13 +196,16 @@ impl PartitionLog {
                 break;
             }
             for (h, b) in &step {
-                if clean_batch(b, h, map, s).map_err(|e| walk_error(seg, e))? != Outcome::Whole {
+                if clean_batch(b, h, map, s, &mut looked).map_err(|e| walk_error(seg, e))?
+                    != Outcome::Whole
+                {
                     changes = true;
                     break 'look;
                 }
             }
         }
         if !changes {
+            *markers = looked;
             return Ok(None);
         }
         let tmp = PathBuf::from(format!("{}{CLEANED_SUFFIX}", seg.path.display()));
@@ -221,7 +229,7 @@ impl PartitionLog {
             }
             let mut parts = Vec::with_capacity(step.len());
             for (h, b) in step {
-                let batch = match clean_batch(&b, &h, map, s) {
+                let batch = match clean_batch(&b, &h, map, s, markers) {
                     Ok(Outcome::Whole) => b,
                     Ok(Outcome::Gone) => continue,
                     Ok(Outcome::Rebuilt(r)) => r,

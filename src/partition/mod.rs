@@ -145,9 +145,21 @@ impl Partition {
         p
     }
 
-    /// Each idempotent producer's last batch here, by base offset (the log cleaner keeps it).
-    pub fn producer_last_batches(&self) -> std::collections::HashMap<i64, i64> {
-        self.producers.last_batches()
+    /// What the log cleaner needs besides the log: each idempotent producer's last batch
+    /// here (by base offset; it stays whole), the last stable offset (cleaning stops before
+    /// it) and the aborted transactions.
+    pub fn cleaner_facts(&self) -> crate::storage::PartitionFacts {
+        let stable_to = self.last_stable_offset();
+        crate::storage::PartitionFacts {
+            producers: self.producers.last_batches(),
+            stable_to,
+            aborted: self
+                .txns
+                .aborted_between(self.log_start, stable_to)
+                .into_iter()
+                .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+                .collect(),
+        }
     }
 
     /// Starts a fresh partition's producer state from `producers` (a tenure taking over

@@ -460,12 +460,10 @@ impl Shard {
     /// One cleaner pass over the owned partitions, one partition at a time.
     pub async fn clean_partitions(&self) {
         for ((topic, partition), store) in self.stores() {
-            let Ok(producers) =
-                self.with_partition(&topic, partition, |p| p.producer_last_batches())
-            else {
+            let Ok(facts) = self.with_partition(&topic, partition, |p| p.cleaner_facts()) else {
                 continue;
             };
-            match store.compact(crate::clock::now_ms(), producers).await {
+            match store.compact(crate::clock::now_ms(), facts).await {
                 None => {}
                 Some(Ok(r)) if r.segments == 0 => {
                     tracing::debug!(topic = %topic, partition, cleaned_to = r.cleaned_to, "log cleaner: nothing to remove");

@@ -257,7 +257,7 @@ impl PartitionStore for LocalStore {
     fn compact(
         &self,
         now_ms: i64,
-        producers: std::collections::HashMap<i64, i64>,
+        facts: crate::log::compact::PartitionFacts,
     ) -> LocalBoxFuture<'_, Option<Result<crate::log::cleaner::CleanReport, KelpError>>> {
         Box::pin(async move {
             let meta = self.cluster.topic(&self.topic)?;
@@ -282,7 +282,7 @@ impl PartitionStore for LocalStore {
                     capacity,
                     plan.max_timestamp,
                     self.cleaned_to.get(),
-                    producers,
+                    facts,
                 )
                 .await
                 .map_err(storage_error);

@@ -16,7 +16,7 @@ pub mod local;
 pub mod memory;
 pub mod seaweedmq;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +28,9 @@ use crate::cluster::{Cluster, TopicMeta};
 use crate::config::{Config, StorageKind};
 use crate::error::KelpError;
 use crate::group::OffsetStore;
+/// What the log cleaner is told by the partition (its producers, last stable offset and
+/// aborted transactions).
+pub use crate::log::compact::PartitionFacts;
 use crate::record::batch::BatchHeader;
 use crate::txn::checkpoint::TxnCheckpoint;
 
@@ -197,15 +200,15 @@ pub trait PartitionStore {
     }
 
     /// One log cleaner round if the partition's topic is compacted and due (dirty ratio,
-    /// lag): what it did, or None when nothing ran. `producers` names each idempotent
-    /// producer's last batch (by base offset), which stays whole. Engines that keep no log
-    /// of their own clean nothing.
+    /// lag): what it did, or None when nothing ran. `facts` names each idempotent
+    /// producer's last batch (by base offset), which stays whole, the last stable offset and
+    /// the aborted transactions. Engines that keep no log of their own clean nothing.
     fn compact(
         &self,
         now_ms: i64,
-        producers: HashMap<i64, i64>,
+        facts: PartitionFacts,
     ) -> LocalBoxFuture<'_, Option<Result<crate::log::cleaner::CleanReport, KelpError>>> {
-        let _ = (now_ms, producers);
+        let _ = (now_ms, facts);
         Box::pin(futures::future::ready(None))
     }
 

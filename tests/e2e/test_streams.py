@@ -39,11 +39,11 @@ VOCABULARY = [f"w{i}" for i in range(40)]
 class StreamsApp:
     """The word count as a child process; its output lines are collected as it runs."""
 
-    def __init__(self, jars, bootstrap, app_id, src, dst, state_dir, log):
+    def __init__(self, jars, bootstrap, app_id, src, dst, state_dir, log, configs=()):
         self.cmd = ["java", "-Xmx384m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                     "-cp", os.pathsep.join(jars),
                     str(conftest.ROOT / "tests/java/StreamsWordCount.java"),
-                    bootstrap, app_id, src, dst, state_dir]
+                    bootstrap, app_id, src, dst, state_dir, *configs]
         self.log = log
         self.lines = []
         self.proc = None
@@ -111,13 +111,41 @@ def produce_lines(bootstrap, topic, lines, per_second=None):
     assert p.flush(30) == 0
 
 
+def streams_jars():
+    require(shutil.which("java") is not None, "java")
+    jars = glob.glob(str(conftest.CLIENT_JARS / "*.jar"))
+    require(any("kafka-streams-4" in j for j in jars), "kafka-streams 4.x jars")
+    return jars
+
+
+def word_lines(n, start=0):
+    """`n` lines of 1-5 words; any 200 in a row use every word."""
+    return [" ".join(VOCABULARY[(i * 7 + k * 13) % len(VOCABULARY)] for k in range(1 + i % 5))
+            for i in range(start, start + n)]
+
+
+def wait_counts(app, bs, dst, expected, within):
+    """Waits until the last count of every word in `dst` is `expected`, failing at once on a
+    count above it (a double count never goes away)."""
+    deadline, counts = time.time() + within, {}
+    while time.time() < deadline:
+        assert app.proc.poll() is None, "\n".join(app.lines[-50:])
+        counts = latest_counts(bs, dst)
+        if counts == dict(expected):
+            return
+        over = {w: (c, expected[w]) for w, c in counts.items() if c > expected[w]}
+        assert not over, f"counted twice: {over}"
+        time.sleep(1)
+    pytest.fail(
+        f"missing: { {w: (counts.get(w), n) for w, n in expected.items() if counts.get(w) != n} }"
+        + "\n" + "\n".join(app.lines[-30:]))
+
+
 def word_count_through_a_kill(broker, tmp_path, kill):
     """Runs the word count while its input flows, calls `kill(app)` once some counts are
     committed and the input still flows, then waits until the last count of every word is
     exact (failing at once on a count above the truth: a double count never goes away)."""
-    require(shutil.which("java") is not None, "java")
-    jars = glob.glob(str(conftest.CLIENT_JARS / "*.jar"))
-    require(any("kafka-streams-4" in j for j in jars), "kafka-streams 4.x jars")
+    jars = streams_jars()
     bs = broker.bootstrap
     run = uuid.uuid4().hex[:8]
     src, dst, app_id = f"wc-in-{run}", f"wc-out-{run}", f"wc-{run}"
@@ -126,8 +154,7 @@ def word_count_through_a_kill(broker, tmp_path, kill):
         admin.create_topics([NewTopic(t, 3, 1)])[t].result(30)
 
     # 30000 lines of 1-5 words, written over ~15 s.
-    lines = [" ".join(VOCABULARY[(i * 7 + k * 13) % len(VOCABULARY)] for k in range(1 + i % 5))
-             for i in range(30000)]
+    lines = word_lines(30000)
     expected = collections.Counter(w for line in lines for w in line.split())
     writer = threading.Thread(target=produce_lines, args=(bs, src, lines, 2000), daemon=True)
 
@@ -148,18 +175,7 @@ def word_count_through_a_kill(broker, tmp_path, kill):
         kill(app)
         writer.join(120)
         assert not writer.is_alive()
-        deadline, counts = time.time() + 240, {}
-        while time.time() < deadline:
-            assert app.proc.poll() is None, "\n".join(app.lines[-50:])
-            counts = latest_counts(bs, dst)
-            if counts == dict(expected):
-                break
-            over = {w: (c, expected[w]) for w, c in counts.items() if c > expected[w]}
-            assert not over, f"counted twice: {over}"
-            time.sleep(1)
-        assert counts == dict(expected), (
-            f"missing: { {w: (counts.get(w), n) for w, n in expected.items() if counts.get(w) != n} }"
-            + "\n" + "\n".join(app.lines[-30:]))
+        wait_counts(app, bs, dst, expected, 240)
         assert not [line for line in app.lines if line.startswith("ERROR")], app.lines
     finally:
         app.stop()
@@ -186,3 +202,107 @@ def test_streams_exactly_once_word_count_survives_broker_kill_9(broker, tmp_path
         broker.proc.wait(10)
         broker.start()
     word_count_through_a_kill(broker, tmp_path, kill)
+
+
+def changelog_of(bs, app_id):
+    """The name of the count store's changelog topic (Streams names it after the store)."""
+    admin = AdminClient({"bootstrap.servers": bs})
+    names = [t for t in admin.list_topics(timeout=10).topics
+             if t.startswith(app_id) and t.endswith("-changelog")]
+    assert len(names) == 1, names
+    return names[0]
+
+
+def records_and_end(bs, topic, partitions=3):
+    """(records read from offset 0 of every partition, the sum of their end offsets)."""
+    from confluent_kafka import TopicPartition
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"r-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        ends = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                   for p in range(partitions))
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        records, ended, deadline = 0, set(), time.time() + 30
+        while len(ended) < partitions and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    ended.add(m.partition())
+                    continue
+                raise KafkaException(m.error())
+            records += 1
+        assert len(ended) == partitions, "changelog not read to its end"
+        return records, ends
+    finally:
+        c.close()
+
+
+@conftest.OWN_KELPS
+def test_streams_aggregation_restores_from_compacted_changelog(tmp_path, sw):
+    """The word count's count store is a changelogged aggregation. After a first batch of
+    input is counted (every count a changelog record: no record cache), the application
+    stops; on local storage its changelog (compacted, as
+    Streams creates it: segments rolled every 100 ms here, cleaned when 1 % is dirty) is
+    cleaned by Kelp's log cleaner — transactional markers included — and Kelp restarts on the
+    cleaned log. The application's state directory is wiped, so its store must be rebuilt from
+    the changelog; counts of a second batch of input must then add up to both batches: a store
+    restored wrong (offset gaps, markers, an aborted write) counts from the wrong base."""
+    jars = streams_jars()
+    with conftest.running_broker(conftest.Broker, "kelp-streams-restore-",
+                                 ["--log-cleaner-backoff-ms", "200"], seaweed=sw) as b:
+        bs = b.bootstrap
+        run = uuid.uuid4().hex[:8]
+        src, dst, app_id = f"agg-in-{run}", f"agg-out-{run}", f"agg-{run}"
+        admin = AdminClient({"bootstrap.servers": bs})
+        for t in (src, dst):
+            admin.create_topics([NewTopic(t, 3, 1)])[t].result(30)
+        first, second = word_lines(6000), word_lines(4000, start=6000)
+        expected = collections.Counter(w for line in first for w in line.split())
+        # No record cache: every count goes to the changelog (and the output), so the
+        # changelog holds thousands of records for 40 keys.
+        configs = ["statestore.cache.max.bytes=0", "topic.segment.ms=100",
+                   "topic.min.cleanable.dirty.ratio=0.01"]
+        state = tmp_path / "state"
+        log = open(tmp_path / "streams.log", "w")
+        app = StreamsApp(jars, bs, app_id, src, dst, str(state), log, configs)
+        try:
+            app.start()
+            deadline = time.time() + 120
+            while "STATE RUNNING" not in app.lines and time.time() < deadline:
+                assert app.proc.poll() is None, "\n".join(app.lines[-50:])
+                time.sleep(0.2)
+            # Over ~6 s while the application runs: dozens of commits, so many segments.
+            produce_lines(bs, src, first, per_second=1000)
+            wait_counts(app, bs, dst, expected, 180)
+            app.stop()
+            assert not [line for line in app.lines if line.startswith("ERROR")], app.lines
+
+            changelog = changelog_of(bs, app_id)
+            records, ends = records_and_end(bs, changelog)
+            print(f"changelog {changelog}: {records} records below end offsets {ends}")
+            if conftest.STORAGE == "local":
+                # The cleaner leaves about one record per word (plus the active segments).
+                deadline = time.time() + 60
+                while records > ends // 4 and time.time() < deadline:
+                    time.sleep(1)
+                    records, _ = records_and_end(bs, changelog)
+                print(f"compacted to {records} records")
+                assert records <= ends // 4, (records, ends)
+            b.restart()
+
+            shutil.rmtree(state)
+            produce_lines(bs, src, second)
+            expected.update(w for line in second for w in line.split())
+            app.start()
+            wait_counts(app, bs, dst, expected, 180)
+            restored = [line.split() for line in app.lines if line.startswith("RESTORED ")]
+            assert restored and all(r[1] == changelog for r in restored), app.lines
+            total = sum(int(r[3]) for r in restored)
+            # Every word's count was restored; on local from what the cleaner left.
+            assert len(VOCABULARY) <= total <= records, (total, records, restored)
+            assert not [line for line in app.lines if line.startswith("ERROR")], app.lines
+        finally:
+            app.stop()
+            log.close()

@@ -1,14 +1,18 @@
 // A Kafka Streams word count with processing.guarantee=exactly_once_v2, run against a broker
 // by tests/e2e/test_streams.py as a single-file program against ~/.cache/kelp/jars/clients:
-//   java -cp 'jars/*' StreamsWordCount.java BOOTSTRAP APP_ID IN_TOPIC OUT_TOPIC STATE_DIR
+//   java -cp 'jars/*' StreamsWordCount.java BOOTSTRAP APP_ID IN_TOPIC OUT_TOPIC STATE_DIR [KEY=VALUE...]
 // Lines of IN_TOPIC are split on spaces and counted per word in a state store (its changelog
 // and the repartition topic are Streams' own internal topics); every new count goes to
-// OUT_TOPIC (word -> count as a long). Runs until killed; prints "STATE RUNNING" and the like
-// as the application's state changes, and "ERROR ..." (then exits 2) if a thread dies. The test kills it mid-run with SIGKILL and starts it
-// again: with exactly-once, the last count per word must still be exact.
+// OUT_TOPIC (word -> count as a long). KEY=VALUE arguments are more Streams configs (e.g.
+// topic.segment.ms=100 for the internal topics). Runs until killed; prints "STATE RUNNING" and
+// the like as the application's state changes, "RESTORED <changelog> <partition> <records>" when
+// a store partition was restored from its changelog, and "ERROR ..." (then exits 2) if a thread
+// dies. The test kills it mid-run with SIGKILL and starts it again: with exactly-once, the last
+// count per word must still be exact.
 import java.util.Arrays;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
@@ -16,6 +20,7 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.processor.StateRestoreListener;
 
 public class StreamsWordCount {
     public static void main(String[] args) throws Exception {
@@ -34,6 +39,10 @@ public class StreamsWordCount {
         // A killed instance's members leave the group within seconds, not Streams' 45.
         p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "6000");
         p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "1000");
+        for (int i = 5; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            p.put(args[i].substring(0, eq), args[i].substring(eq + 1));
+        }
 
         StreamsBuilder b = new StreamsBuilder();
         b.stream(in, Consumed.with(Serdes.String(), Serdes.String()))
@@ -47,6 +56,13 @@ public class StreamsWordCount {
 
         KafkaStreams streams = new KafkaStreams(b.build(), p);
         streams.setStateListener((now, before) -> System.out.println("STATE " + now));
+        streams.setGlobalStateRestoreListener(new StateRestoreListener() {
+            public void onRestoreStart(TopicPartition tp, String store, long start, long end) {}
+            public void onBatchRestored(TopicPartition tp, String store, long end, long n) {}
+            public void onRestoreEnd(TopicPartition tp, String store, long total) {
+                System.out.println("RESTORED " + tp.topic() + " " + tp.partition() + " " + total);
+            }
+        });
         // Any exception a thread dies of fails the test: say it and stop at once.
         streams.setUncaughtExceptionHandler(e -> {
             System.out.println("ERROR " + e);
