@@ -11,8 +11,10 @@ Load, all at once, for the whole run:
     two more the same way in a KIP-848 group (group.protocol=consumer, one subscribing by
     regex, resolved by the broker);
   - a confluent-kafka transactional producer committing two rounds in three and aborting the
-    third (a new transactional id every 20 rounds), and a read_committed consumer that must
-    never see an aborted record;
+    third (a new transactional id every 20 rounds) to a compacted topic (compact,delete, so the
+    log cleaner compacts committed transactions and drops aborted ones and their markers as
+    they go), a read_committed consumer at its end and another reading it from the start again
+    every minute: neither may ever see an aborted record;
   - admin calls: create/describe/alter/delete topics, list/describe groups, metadata;
   - a slow consumer (reads a few KiB per second of its fetches) and a stalled one (never
     reads; must be closed by the write timeout, then it comes back);
@@ -183,12 +185,15 @@ def transactional_producer(bs, topic):
     return loop("txn_producer", body)
 
 
-def committed_reader(bs, topic):
+def committed_reader(bs, topic, from_start=False):
     from confluent_kafka import Consumer
 
     def body():
-        c = Consumer({"bootstrap.servers": bs, "group.id": "soak-txn-reader",
-                      "auto.offset.reset": "latest", "isolation.level": "read_committed"})
+        # From the start: a new group each time, so the cleaned log is read again.
+        group = f"soak-txn-rescan-{uuid.uuid4().hex[:6]}" if from_start else "soak-txn-reader"
+        c = Consumer({"bootstrap.servers": bs, "group.id": group,
+                      "auto.offset.reset": "earliest" if from_start else "latest",
+                      "isolation.level": "read_committed"})
         c.subscribe([topic])
         until = time.time() + 60
         try:
@@ -199,10 +204,10 @@ def committed_reader(bs, topic):
                 if m.value().startswith(b"abort-"):
                     count("txn_aborted_seen")
                 else:
-                    count("txn_committed_read")
+                    count("txn_committed_rescanned" if from_start else "txn_committed_read")
         finally:
             c.close()
-    return loop("txn_reader", body)
+    return loop("txn_rescan" if from_start else "txn_reader", body)
 
 
 def admin_calls(bs):
@@ -354,7 +359,7 @@ def main():
             "--max-request-bytes", str(min(100, a.request_mib - 1) * MIB),
             "--fetch-max-bytes", str(a.fetch_max_mib * MIB),
             "--write-timeout-ms", "10000", "--default-partitions", "8",
-            "--retention-check-ms", "5000",
+            "--retention-check-ms", "5000", "--log-cleaner-backoff-ms", "2000",
             "--group-initial-rebalance-delay-ms", "500"]
     if a.cores:
         args += ["--cores", a.cores]
@@ -394,7 +399,8 @@ def run(a, proc, port, mport, out):
     # The memory model (README "Memory"): fixed overhead + cache budget of every core +
     # the request budget + per-connection overhead + fetch responses read from the log (each
     # fetching connection holds at most --fetch-max-bytes per core).
-    fetchers = 3 + 2 + 1 + 1  # classic and KIP-848 group consumers, slow, stalled
+    # classic and KIP-848 group consumers, slow, stalled, the two read_committed readers
+    fetchers = 3 + 2 + 1 + 1 + 2
     conns_budget = 2000 * 16 / 1024
     model = (FIXED_MIB + cores * a.cache_mib + a.request_mib + fetchers * cores * a.fetch_max_mib
              + conns_budget)
@@ -409,8 +415,12 @@ def run(a, proc, port, mport, out):
     # Retention keeps the disk (and the in-memory indexes of what it holds) bounded over
     # hours: 2 topics x 8 partitions x 128 MiB.
     retention = {"retention.bytes": str(128 * MIB), "segment.bytes": str(32 * MIB)}
-    for t in (topic, "soak-one", "soak-txn"):
+    for t in (topic, "soak-one"):
         admin.create_topics([NewTopic(t, 8, 1, config=retention)])[t].result(15)
+    # Compacted and transactional, segments rolled every 2 s: the cleaner has work all along.
+    compacted = {**retention, "cleanup.policy": "compact,delete", "segment.ms": "2000",
+                 "min.cleanable.dirty.ratio": "0.1"}
+    admin.create_topics([NewTopic("soak-txn", 8, 1, config=compacted)])["soak-txn"].result(15)
     logs = os.path.join(out, "clients")
     os.makedirs(logs, exist_ok=True)
     keep = []
@@ -424,6 +434,7 @@ def run(a, proc, port, mport, out):
     admin_calls(bs)
     transactional_producer(bs, "soak-txn")
     committed_reader(bs, "soak-txn")
+    committed_reader(bs, "soak-txn", from_start=True)
     slow_consumer(port, "soak-one")
     stalled_consumer(port, "soak-one")
     garbage(port)
@@ -487,11 +498,17 @@ def run(a, proc, port, mport, out):
         print(f"soak: FAIL: {failure}")
     for need in ("produce_acksall_runs", "produce_acks1_runs", "consumed", "consumed_848",
                  "admin_rounds",
-                 "txn_commits", "txn_aborts", "txn_committed_read",
+                 "txn_commits", "txn_aborts", "txn_committed_read", "txn_committed_rescanned",
                  "slow_fetches", "stalled_closed_by_broker", "garbage_conns"):
         if elapsed > 120 and counts.get(need, 0) == 0 and failure is None:
             failure = f"no {need} during the run"
             print(f"soak: FAIL: {failure}")
+    with open(os.path.join(out, "kelp.log"), "rb") as f:
+        cleaned = f.read().count(b'log cleaner compacted segments topic=soak-txn')
+    print(f"soak: log cleaner rounds that compacted soak-txn: {cleaned}")
+    if elapsed > 120 and cleaned == 0 and failure is None:
+        failure = "the log cleaner never compacted soak-txn"
+        print(f"soak: FAIL: {failure}")
     # The transactional ProducerPerformance run is the second acks=all one (~130 s in).
     if elapsed > 200 and counts.get("produce_txn_runs", 0) == 0 and failure is None:
         failure = "no produce_txn_runs during the run"

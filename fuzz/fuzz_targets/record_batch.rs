@@ -6,7 +6,7 @@
 #![no_main]
 
 use bytes::{Bytes, BytesMut};
-use kelp::log::compact::{clean_batch, KeyMap, Outcome, Settings};
+use kelp::log::compact::{clean_batch, KeyMap, Markers, Outcome, PartitionFacts, Settings};
 use kelp::record::batch::{first_offset_at_or_after_within, BatchHeader};
 use kelp::record::control::control_type;
 use kelp::record::walk::{self, Records};
@@ -70,11 +70,24 @@ fn clean(h: &BatchHeader, b: &Bytes) {
         delete_retention_ms: 0,
         inflate_cap: CAP,
     };
-    let mut map = KeyMap::new(1 << 16, h.base_offset, Default::default());
+    // Whether the batch counts as an aborted transaction's, and whether it is its producer's
+    // last, varies with the input.
+    let aborted = b.len() % 3 == 0;
+    let facts = PartitionFacts {
+        producers: [(h.producer_id, h.base_offset.saturating_add((b.len() % 2) as i64))].into(),
+        stable_to: i64::MAX,
+        aborted: if aborted {
+            vec![(h.producer_id, h.base_offset, h.last_offset().saturating_add(1))]
+        } else {
+            Vec::new()
+        },
+    };
+    let mut map = KeyMap::new(1 << 16, h.base_offset, facts);
     if !matches!(map.add(b, h, &s), Ok(true)) {
         return;
     }
-    if let Ok(Outcome::Rebuilt(r)) = clean_batch(b, h, &map, &s) {
+    let outcome = clean_batch(b, h, &map, &s, &mut Markers::default());
+    if let Ok(Outcome::Rebuilt(r)) = outcome {
         let (found, stop) = kelp::log::scan::scan(&r, h.base_offset, true);
         assert!(stop == kelp::log::scan::Stop::End && found.len() == 1, "{stop:?}");
         let c = found[0].header;
@@ -82,8 +95,11 @@ fn clean(h: &BatchHeader, b: &Bytes) {
             (c.base_offset, c.last_offset_delta, c.producer_id, c.base_sequence),
             (h.base_offset, h.last_offset_delta, h.producer_id, h.base_sequence)
         );
+        assert_eq!(c.attributes & !0x07, h.attributes & !0x07);
         assert!(c.record_count >= 1 && c.record_count < h.record_count);
         assert_eq!(walk::check_records(&r, CAP), Ok(c.record_count));
+        // An aborted transaction's batch never keeps part of its records.
+        assert!(!(aborted && h.is_transactional() && h.producer_id >= 0));
     }
 }
 
