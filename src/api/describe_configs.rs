@@ -1,5 +1,5 @@
-//! DescribeConfigs (key 32, v1-v4): topic configs (overrides and defaults) and a few broker
-//! configs clients and tools ask for.
+//! DescribeConfigs (key 32, v1-v4): topic configs (overrides and defaults, with the broker
+//! configs that give them) and this node's broker configs (`cluster::broker_config`).
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult,
@@ -9,6 +9,7 @@ use kafka_protocol::messages::DescribeConfigsRequest;
 
 use super::{encoded, sb, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
+use crate::cluster::broker_config::{broker_configs, BrokerConfig};
 use crate::cluster::topic_config::{ConfigType, TOPIC_CONFIGS};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
@@ -22,56 +23,105 @@ const SOURCE_DEFAULT: i8 = 5;
 
 struct Entry {
     name: String,
-    value: String,
+    value: Option<String>,
     source: i8,
+    read_only: bool,
     kind: ConfigType,
     doc: &'static str,
     /// Kafka's synonyms, most specific first: (name, value, source).
-    synonyms: Vec<(String, String, i8)>,
+    synonyms: Vec<(String, Option<String>, i8)>,
 }
 
-fn broker_entries(ctx: &RequestContext) -> Vec<Entry> {
+/// A broker config's value as Kafka's synonyms list it: the flag's, then the default.
+fn broker_synonyms(b: &BrokerConfig) -> Vec<(String, Option<String>, i8)> {
+    let default = (b.name.to_string(), b.default.clone(), SOURCE_DEFAULT);
+    if b.set {
+        vec![
+            (b.name.to_string(), b.value.clone(), SOURCE_STATIC_BROKER),
+            default,
+        ]
+    } else {
+        vec![default]
+    }
+}
+
+/// This node's broker configs, for resource name `name`: Kafka answers its own id with
+/// every config, the empty name (the cluster-wide dynamic defaults) with none, since Kelp
+/// has no dynamic broker configs, and any other name with INVALID_REQUEST.
+fn broker_entries(ctx: &RequestContext, name: &str) -> Result<Vec<Entry>, KelpError> {
+    if name.is_empty() {
+        return Ok(Vec::new());
+    }
+    let id: i32 = name.parse().map_err(|_| {
+        KelpError::InvalidRequest(format!("Broker id must be an integer, but it is: {name}"))
+    })?;
+    // With --advertise-shards this process is a broker per shard core (ids node_id + shard).
     let cfg = &ctx.shard.config;
-    let e = |name: &str, value: String, kind, doc| Entry {
-        name: name.into(),
-        synonyms: vec![(name.into(), value.clone(), SOURCE_STATIC_BROKER)],
-        value,
-        source: SOURCE_STATIC_BROKER,
-        kind,
-        doc,
+    let own = cfg.node_id;
+    let shards = if cfg.advertise_shards {
+        ctx.shard.count as i64
+    } else {
+        1
     };
-    vec![
-        e(
-            "auto.create.topics.enable",
-            cfg.auto_create_topics.to_string(),
-            ConfigType::Boolean,
-            "Auto-create topics on Metadata and Produce.",
-        ),
-        e(
-            "num.partitions",
-            cfg.default_partitions.to_string(),
-            ConfigType::Int,
-            "Partitions of auto-created topics.",
-        ),
-        e(
-            "socket.request.max.bytes",
-            cfg.max_request_bytes.to_string(),
-            ConfigType::Int,
-            "Largest request accepted.",
-        ),
-        e(
-            "message.max.bytes",
-            "1048588".into(),
-            ConfigType::Int,
-            "Largest record batch accepted.",
-        ),
-        e(
-            "default.replication.factor",
-            "1".into(),
-            ConfigType::Int,
-            "Single broker: always 1.",
-        ),
-    ]
+    if !(i64::from(own)..i64::from(own) + shards).contains(&i64::from(id)) {
+        return Err(KelpError::InvalidRequest(format!(
+            "Unexpected broker id, expected {own} or empty string, but received {name}"
+        )));
+    }
+    Ok(broker_configs(&ctx.shard.config, ctx.shard.count)
+        .iter()
+        .map(|b| Entry {
+            name: b.name.to_string(),
+            value: b.value.clone(),
+            source: if b.set {
+                SOURCE_STATIC_BROKER
+            } else {
+                SOURCE_DEFAULT
+            },
+            read_only: true,
+            kind: b.kind,
+            doc: b.doc,
+            synonyms: broker_synonyms(b),
+        })
+        .collect())
+}
+
+/// A topic's configs: its overrides, else the broker's value (a flag's, or the default).
+fn topic_entries(ctx: &RequestContext, name: &str) -> Result<Vec<Entry>, KelpError> {
+    let meta = ctx
+        .shard
+        .cluster
+        .described_topic(name)
+        .ok_or(KelpError::UnknownTopicOrPartition)?;
+    let brokers = broker_configs(&ctx.shard.config, ctx.shard.count);
+    Ok(TOPIC_CONFIGS
+        .iter()
+        .map(|d| {
+            let set = meta.configs.get(d.name);
+            let broker = d.synonym.and_then(|s| brokers.iter().find(|b| b.name == s));
+            // The override, then the broker configs that give the default.
+            let mut synonyms: Vec<(String, Option<String>, i8)> = set
+                .map(|v| (d.name.to_string(), Some(v.clone()), SOURCE_DYNAMIC_TOPIC))
+                .into_iter()
+                .collect();
+            synonyms.extend(broker.map(broker_synonyms).unwrap_or_default());
+            let (value, source) = match (set, broker) {
+                (Some(v), _) => (Some(v.clone()), SOURCE_DYNAMIC_TOPIC),
+                (None, Some(b)) if b.set => (b.value.clone(), SOURCE_STATIC_BROKER),
+                (None, Some(b)) => (b.value.clone(), SOURCE_DEFAULT),
+                (None, None) => (Some(d.default.to_string()), SOURCE_DEFAULT),
+            };
+            Entry {
+                name: d.name.into(),
+                value,
+                source,
+                read_only: false,
+                kind: d.kind,
+                doc: d.doc,
+                synonyms,
+            }
+        })
+        .collect())
 }
 
 /// Handles a DescribeConfigs request.
@@ -94,40 +144,8 @@ pub fn handle(
             RESOURCE_BROKER if !ctx.cluster_allowed(Operation::DescribeConfigs) => {
                 Err(KelpError::ClusterAuthorizationFailed)
             }
-            RESOURCE_TOPIC => match ctx
-                .shard
-                .cluster
-                .described_topic(res.resource_name.as_str())
-            {
-                Some(meta) => Ok(TOPIC_CONFIGS
-                    .iter()
-                    .map(|d| {
-                        let set = meta.configs.get(d.name);
-                        // The override, then the broker config that gives the default.
-                        let synonyms =
-                            set.map(|v| (d.name.to_string(), v.clone(), SOURCE_DYNAMIC_TOPIC))
-                                .into_iter()
-                                .chain(d.synonym.map(|s| {
-                                    (s.to_string(), d.default.to_string(), SOURCE_DEFAULT)
-                                }))
-                                .collect();
-                        Entry {
-                            name: d.name.into(),
-                            value: set.cloned().unwrap_or_else(|| d.default.to_string()),
-                            source: if set.is_some() {
-                                SOURCE_DYNAMIC_TOPIC
-                            } else {
-                                SOURCE_DEFAULT
-                            },
-                            kind: d.kind,
-                            doc: d.doc,
-                            synonyms,
-                        }
-                    })
-                    .collect()),
-                None => Err(KelpError::UnknownTopicOrPartition),
-            },
-            RESOURCE_BROKER => Ok(broker_entries(ctx)),
+            RESOURCE_TOPIC => topic_entries(ctx, res.resource_name.as_str()),
+            RESOURCE_BROKER => broker_entries(ctx, res.resource_name.as_str()),
             other => Err(KelpError::InvalidRequest(format!(
                 "unsupported resource type {other}"
             ))),
@@ -148,8 +166,8 @@ pub fn handle(
                     .map(|e| {
                         let mut c = DescribeConfigsResourceResult::default();
                         c.name = sb(e.name.clone());
-                        c.value = Some(sb(e.value.clone()));
-                        c.read_only = e.source == SOURCE_STATIC_BROKER;
+                        c.value = e.value.clone().map(sb);
+                        c.read_only = e.read_only;
                         c.config_source = e.source;
                         c.config_type = e.kind as i8;
                         if req.include_synonyms {
@@ -159,7 +177,7 @@ pub fn handle(
                                 .map(|(name, value, source)| {
                                     DescribeConfigsSynonym::default()
                                         .with_name(sb(name))
-                                        .with_value(Some(sb(value)))
+                                        .with_value(value.map(sb))
                                         .with_source(source)
                                 })
                                 .collect();

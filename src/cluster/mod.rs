@@ -4,6 +4,7 @@
 //! never lock. Writers (CreateTopics, DeleteTopics, auto-create) are serialised by a mutex and
 //! publish a new snapshot; partition state itself lives on the owning shards, not here.
 
+pub mod broker_config;
 pub mod internal;
 pub mod leaders;
 pub mod members;

@@ -404,3 +404,67 @@ fn legacy_alter_configs_replaces_every_override() {
         );
     });
 }
+
+/// A broker resource is this node's id (every config), the empty name (Kafka's cluster-wide
+/// dynamic defaults: Kelp has none) or an error; a flag that gives topics their default
+/// (--segment-bytes) shows on the topic as the broker's static config, with Kafka's synonyms.
+#[test]
+fn broker_names_and_flag_given_topic_defaults_are_described_as_kafka() {
+    run(1, &["--segment-bytes", "1048576"], |b| async move {
+        let c = &b.client;
+        create_topic(c, "t", 1).await;
+        let rs = describe(
+            c,
+            4,
+            vec![
+                resource(BROKER, "", None),
+                resource(BROKER, "7", None),
+                resource(BROKER, "x", None),
+                resource(BROKER, "0", None),
+            ],
+        )
+        .await;
+        let codes: Vec<i16> = rs.iter().map(|r| r.error_code).collect();
+        assert_eq!(
+            codes,
+            [0, code::INVALID_REQUEST, code::INVALID_REQUEST, 0],
+            "{rs:?}"
+        );
+        assert!(rs[0].configs.is_empty());
+        assert!(rs[3].configs.len() > 60, "{}", rs[3].configs.len());
+        assert!(rs[3].configs.iter().all(|e| e.read_only));
+        let seg = entry(&rs[3], "log.segment.bytes");
+        assert_eq!(
+            (seg.value.as_deref(), seg.config_source),
+            (Some("1048576"), 4)
+        );
+        // Unset nullable configs are null, as Kafka's.
+        let issuer = entry(&rs[3], "sasl.oauthbearer.expected.issuer");
+        assert_eq!((issuer.value.as_deref(), issuer.config_source), (None, 5));
+
+        let mut req = DescribeConfigsRequest::default().with_resources(vec![resource(
+            TOPIC,
+            "t",
+            Some(&["segment.bytes"]),
+        )]);
+        req.include_synonyms = true;
+        let rs = c.send(4, req).await.results;
+        let e = entry(&rs[0], "segment.bytes");
+        assert_eq!(
+            (e.value.as_deref(), e.config_source, e.read_only),
+            (Some("1048576"), 4, false)
+        );
+        let syn: Vec<(&str, Option<&str>, i8)> = e
+            .synonyms
+            .iter()
+            .map(|s| (s.name.as_str(), s.value.as_deref(), s.source))
+            .collect();
+        assert_eq!(
+            syn,
+            [
+                ("log.segment.bytes", Some("1048576"), 4),
+                ("log.segment.bytes", Some("1073741824"), 5)
+            ]
+        );
+    });
+}
