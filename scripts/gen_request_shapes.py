@@ -65,6 +65,7 @@ MESSAGES = [
     ("LIST_TRANSACTIONS", "ListTransactionsRequest"),
     ("DESCRIBE_LOG_DIRS", "DescribeLogDirsRequest"),
     ("ELECT_LEADERS", "ElectLeadersRequest"),
+    ("ALTER_PARTITION_REASSIGNMENTS", "AlterPartitionReassignmentsRequest"),
     ("LIST_PARTITION_REASSIGNMENTS", "ListPartitionReassignmentsRequest"),
     ("CONSUMER_GROUP_HEARTBEAT", "ConsumerGroupHeartbeatRequest"),
     ("CONSUMER_GROUP_DESCRIBE", "ConsumerGroupDescribeRequest"),

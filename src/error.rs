@@ -136,6 +136,8 @@ pub mod code {
     pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
     /// ElectLeaders: the partition's leader already is the one asked for.
     pub const ELECTION_NOT_NEEDED: i16 = 84;
+    /// AlterPartitionReassignments: no reassignment to cancel.
+    pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
     /// The consumer group has as many members as `--group-consumer-max-size` allows.
     pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
     /// KIP-848: the member's epoch is ahead of or behind what the coordinator knows: it
@@ -384,6 +386,9 @@ pub enum KelpError {
     /// ElectLeaders on a partition already led by its preferred (its only) replica.
     #[error("leader election not needed for the partition")]
     ElectionNotNeeded,
+    /// AlterPartitionReassignments cancelling a reassignment where none runs.
+    #[error("no reassignment is in progress for the partition")]
+    NoReassignmentInProgress,
     /// The principal may not use the transactional id.
     #[error("not authorized to use the transactional id")]
     TransactionalIdAuthorizationFailed,
@@ -474,6 +479,7 @@ impl KelpError {
             GroupAuthorizationFailed => code::GROUP_AUTHORIZATION_FAILED,
             ClusterAuthorizationFailed => code::CLUSTER_AUTHORIZATION_FAILED,
             ElectionNotNeeded => code::ELECTION_NOT_NEEDED,
+            NoReassignmentInProgress => code::NO_REASSIGNMENT_IN_PROGRESS,
             TransactionalIdAuthorizationFailed => code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             InvalidTxnState(_) => code::INVALID_TXN_STATE,
             InvalidProducerIdMapping => code::INVALID_PRODUCER_ID_MAPPING,

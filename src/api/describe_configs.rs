@@ -45,12 +45,12 @@ fn broker_synonyms(b: &BrokerConfig) -> Vec<(String, Option<String>, i8)> {
     }
 }
 
-/// This node's broker configs, for resource name `name`: Kafka answers its own id with
-/// every config, the empty name (the cluster-wide dynamic defaults) with none, since Kelp
-/// has no dynamic broker configs, and any other name with INVALID_REQUEST.
-fn broker_entries(ctx: &RequestContext, name: &str) -> Result<Vec<Entry>, KelpError> {
+/// Whether broker resource `name` is "" (the cluster-wide dynamic defaults) or one of this
+/// process's broker ids (each shard's with --advertise-shards); Kafka's INVALID_REQUEST
+/// otherwise.
+pub(super) fn check_broker_name(ctx: &RequestContext, name: &str) -> Result<(), KelpError> {
     if name.is_empty() {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let id: i32 = name.parse().map_err(|_| {
         KelpError::InvalidRequest(format!("Broker id must be an integer, but it is: {name}"))
@@ -68,6 +68,17 @@ fn broker_entries(ctx: &RequestContext, name: &str) -> Result<Vec<Entry>, KelpEr
             "Unexpected broker id, expected {own} or empty string, but received {name}"
         )));
     }
+    Ok(())
+}
+
+/// This node's broker configs, for resource name `name`: Kafka answers its own id with
+/// every config, the empty name (the cluster-wide dynamic defaults) with none, since Kelp
+/// has no dynamic broker configs, and any other name with INVALID_REQUEST.
+fn broker_entries(ctx: &RequestContext, name: &str) -> Result<Vec<Entry>, KelpError> {
+    if name.is_empty() {
+        return Ok(Vec::new());
+    }
+    check_broker_name(ctx, name)?;
     Ok(broker_configs(&ctx.shard.config, ctx.shard.count)
         .iter()
         .map(|b| Entry {

@@ -1,6 +1,8 @@
 //! IncrementalAlterConfigs (key 44, v0-v1): SET / DELETE / APPEND / SUBTRACT on topic config
 //! overrides, validated like CreateTopics configs; retention and roll settings read them live.
-//! Broker configs are static (command-line flags) and are refused.
+//! Broker configs are static (command-line flags): Kelp has no dynamic broker config, so
+//! deleting one (as `kafka-reassign-partitions --verify` clears replication throttles)
+//! changes nothing and succeeds, and setting one is refused.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +19,7 @@ use crate::error::{ConnectionError, KelpError};
 use crate::protocol::Response;
 
 const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
@@ -85,12 +88,14 @@ fn apply(
 
 /// One resource of IncrementalAlterConfigs or AlterConfigs: the authorization and resource
 /// checks both share, then the topic's overrides become `change(current)` (stored unless
-/// `validate_only`).
-pub(super) async fn alter_topic(
+/// `validate_only`). On a broker, `broker_sets` names the configs the request would set (not
+/// delete): none is a success that changes nothing, any is refused.
+pub(super) async fn alter_resource(
     ctx: &RequestContext,
     resource_type: i8,
     name: &str,
     validate_only: bool,
+    broker_sets: &[String],
     change: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, KelpError>,
 ) -> Result<(), KelpError> {
     if resource_type == RESOURCE_TOPIC
@@ -101,9 +106,20 @@ pub(super) async fn alter_topic(
     if resource_type != RESOURCE_TOPIC && !ctx.cluster_allowed(Operation::AlterConfigs) {
         return Err(KelpError::ClusterAuthorizationFailed);
     }
+    if resource_type == RESOURCE_BROKER {
+        super::describe_configs::check_broker_name(ctx, name)?;
+        if broker_sets.is_empty() {
+            return Ok(());
+        }
+        return Err(KelpError::InvalidRequest(format!(
+            "Cannot update these configs dynamically: {}; Kelp's broker configs are its \
+             command-line flags",
+            broker_sets.join(", ")
+        )));
+    }
     if resource_type != RESOURCE_TOPIC {
         return Err(KelpError::InvalidRequest(
-            "only topic configs can be altered; broker configs are command-line flags".into(),
+            "only topic and broker configs can be altered".into(),
         ));
     }
     let meta = ctx
@@ -126,11 +142,18 @@ pub async fn handle(
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in &req.resources {
         let name = res.resource_name.to_string();
-        let outcome = alter_topic(
+        let sets: Vec<String> = res
+            .configs
+            .iter()
+            .filter(|c| c.config_operation != OP_DELETE)
+            .map(|c| c.name.to_string())
+            .collect();
+        let outcome = alter_resource(
             ctx,
             res.resource_type,
             &name,
             req.validate_only,
+            &sets,
             |current| apply(current, res),
         )
         .await;

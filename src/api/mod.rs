@@ -6,6 +6,7 @@
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod consumer_group_describe;
@@ -274,6 +275,9 @@ pub async fn dispatch(
             consumer_group_describe::handle(&ctx, r).await.map(Some)
         }
         Request::ElectLeaders(r) => elect_leaders::handle(&ctx, r).map(Some),
+        Request::AlterPartitionReassignments(r) => {
+            alter_partition_reassignments::handle(&ctx, r).map(Some)
+        }
         Request::ListPartitionReassignments(r) => {
             list_partition_reassignments::handle(&ctx, r).map(Some)
         }

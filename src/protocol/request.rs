@@ -21,13 +21,14 @@ use kafka_protocol::messages::{
     OffsetFetchRequest, OffsetForLeaderEpochRequest, SyncGroupRequest,
 };
 use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest, DescribeLogDirsRequest, ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
+};
+use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
     DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest, SaslAuthenticateRequest,
     SaslHandshakeRequest,
-};
-use kafka_protocol::messages::{
-    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, DescribeLogDirsRequest,
-    ElectLeadersRequest, ListPartitionReassignmentsRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -110,6 +111,7 @@ requests! {
     ListTransactions(ListTransactionsRequest) = LIST_TRANSACTIONS,
     DescribeLogDirs(DescribeLogDirsRequest) = DESCRIBE_LOG_DIRS,
     ElectLeaders(ElectLeadersRequest) = ELECT_LEADERS,
+    AlterPartitionReassignments(AlterPartitionReassignmentsRequest) = ALTER_PARTITION_REASSIGNMENTS,
     ListPartitionReassignments(ListPartitionReassignmentsRequest) = LIST_PARTITION_REASSIGNMENTS,
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest) = CONSUMER_GROUP_HEARTBEAT,
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest) = CONSUMER_GROUP_DESCRIBE,

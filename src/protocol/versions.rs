@@ -105,6 +105,8 @@ pub mod key {
     pub const DESCRIBE_LOG_DIRS: i16 = 35;
     /// ElectLeaders: preferred or unclean leader election.
     pub const ELECT_LEADERS: i16 = 43;
+    /// AlterPartitionReassignments: move partitions' replicas.
+    pub const ALTER_PARTITION_REASSIGNMENTS: i16 = 45;
     /// ListPartitionReassignments: replica moves in progress.
     pub const LIST_PARTITION_REASSIGNMENTS: i16 = 46;
     /// ConsumerGroupHeartbeat (KIP-848): members of consumer groups join, beat and leave.
@@ -429,6 +431,13 @@ pub const SUPPORTED: &[ApiSupport] = &[
         min: 0,
         max: 2,
         first_flexible: 2,
+    },
+    ApiSupport {
+        key: key::ALTER_PARTITION_REASSIGNMENTS,
+        name: "AlterPartitionReassignments",
+        min: 0,
+        max: 1,
+        first_flexible: 0,
     },
     ApiSupport {
         key: key::LIST_PARTITION_REASSIGNMENTS,

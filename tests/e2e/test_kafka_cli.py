@@ -167,11 +167,12 @@ def test_kafka_python_alter_configs_legacy(broker):
         admin.close()
 
 
-def test_log_dirs_leader_election_and_reassignment_tools(broker):
+def test_log_dirs_leader_election_and_reassignment_tools(broker, tmp_path):
     """kafka-log-dirs --describe (DescribeLogDirs: the local log's directory and each
     partition's bytes, every partition once across the nodes; on memory and SeaweedMQ
     storage where the records live instead, sizes -1), kafka-leader-election (ElectLeaders: a lone replica needs no
-    election) and kafka-reassign-partitions --list (ListPartitionReassignments: none), whose
+    election) and kafka-reassign-partitions --list (ListPartitionReassignments: none) and
+    --execute/--verify to the partition's own broker (AlterPartitionReassignments), whose
     output here is what Kafka 4.1's tools print against Kafka."""
     import json
     from confluent_kafka import Producer
@@ -210,6 +211,23 @@ def test_log_dirs_leader_election_and_reassignment_tools(broker):
                             "preferred", "--topic", topic + "-nope", "--partition", "0")
     assert r.returncode != 0 and "UnknownTopicOrPartitionException" in r.stdout + r.stderr, r
 
-    r = conftest.kafka_tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
-                            "--bootstrap-server", broker.bootstrap, "--list")
+    reassign = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+    r = conftest.kafka_tool(reassign, "--bootstrap-server", broker.bootstrap, "--list")
     assert r.returncode == 0 and "No partition reassignments found." in r.stdout, r
+
+    # --execute (AlterPartitionReassignments) to where the partition is: done at once, as
+    # Kafka finishes a reassignment to the current replicas; --verify agrees.
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(topic, timeout=10)
+    leader = md.topics[topic].partitions[0].leader
+    plan = tmp_path / "reassign.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [leader]}]}))
+    r = conftest.kafka_tool(reassign, "--bootstrap-server", broker.bootstrap, "--execute",
+                            "--reassignment-json-file", str(plan))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"Successfully started partition reassignment for {topic}-0" in r.stdout, r.stdout
+    r = conftest.kafka_tool(reassign, "--bootstrap-server", broker.bootstrap, "--verify",
+                            "--reassignment-json-file", str(plan))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"Reassignment of partition {topic}-0 is completed." in r.stdout, r.stdout

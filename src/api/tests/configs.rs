@@ -264,6 +264,23 @@ fn refused_alterations_change_nothing() {
             alter(TOPIC, "t", &[good, ("segment.ms", APPEND, Some("1"))]),
             alter(TOPIC, "t", &[good, ("segment.ms", 9, Some("1"))]),
             alter(BROKER, "0", &[("num.partitions", SET, Some("3"))]),
+            // No dynamic broker config exists: deleting one (as kafka-reassign-partitions
+            // clears throttles) changes nothing; on another broker id it is refused.
+            alter(
+                BROKER,
+                "0",
+                &[("leader.replication.throttled.rate", DELETE, None)],
+            ),
+            alter(
+                BROKER,
+                "",
+                &[("follower.replication.throttled.rate", DELETE, None)],
+            ),
+            alter(
+                BROKER,
+                "9",
+                &[("leader.replication.throttled.rate", DELETE, None)],
+            ),
         ];
         let codes = alter_codes(c, 1, false, rs).await;
         assert_eq!(
@@ -275,6 +292,9 @@ fn refused_alterations_change_nothing() {
                 code::INVALID_CONFIG,
                 code::INVALID_CONFIG,
                 code::INVALID_REQUEST,
+                code::INVALID_REQUEST,
+                code::NONE,
+                code::NONE,
                 code::INVALID_REQUEST,
             ]
         );

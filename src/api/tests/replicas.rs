@@ -1,10 +1,14 @@
 //! The replica-management APIs on partitions with one replica: ElectLeaders,
-//! ListPartitionReassignments and DescribeLogDirs (whose memory engine has no log
+//! Alter/ListPartitionReassignments and DescribeLogDirs (whose memory engine has no log
 //! directory; the local log's sizes are `log::usage`'s and the e2e suite's).
 
+use kafka_protocol::messages::alter_partition_reassignments_request::{
+    ReassignablePartition, ReassignableTopic,
+};
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::{
-    DescribeLogDirsRequest, ElectLeadersRequest, ListPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsRequest, BrokerId, DescribeLogDirsRequest, ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
 };
 
 use super::*;
@@ -123,5 +127,91 @@ fn the_cluster_acl_decides() {
         assert_eq!(r.error_code, code::CLUSTER_AUTHORIZATION_FAILED);
         let r = c.send(4, DescribeLogDirsRequest::default()).await;
         assert_eq!(r.error_code, code::CLUSTER_AUTHORIZATION_FAILED);
+    });
+}
+
+/// A reassignment to the partition's own broker is already done; anything else is refused
+/// with Kafka's codes, each partition on its own.
+#[test]
+fn reassignments_to_the_own_replica_are_done_and_others_refused() {
+    run(1, &[], |b| async move {
+        let c = &b.client;
+        create_topic(c, "r", 2).await;
+        let part = |p: i32, replicas: Option<&[i32]>| {
+            ReassignablePartition::default()
+                .with_partition_index(p)
+                .with_replicas(replicas.map(|rs| rs.iter().map(|&r| BrokerId(r)).collect()))
+        };
+        for v in 0..=1i16 {
+            let req = AlterPartitionReassignmentsRequest::default()
+                .with_timeout_ms(1000)
+                .with_topics(vec![
+                    ReassignableTopic::default()
+                        .with_name(topic_name("r"))
+                        .with_partitions(vec![
+                            part(0, Some(&[0])),
+                            part(1, Some(&[0, 0])),
+                            part(1, Some(&[7])),
+                            part(1, Some(&[])),
+                            part(1, None),
+                            part(5, Some(&[0])),
+                        ]),
+                    ReassignableTopic::default()
+                        .with_name(topic_name("nope"))
+                        .with_partitions(vec![part(0, Some(&[0]))]),
+                ]);
+            let r = c.send(v, req).await;
+            assert_eq!(r.error_code, code::NONE);
+            let codes: Vec<(String, i32, i16)> = r
+                .responses
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(|p| (t.name.0.to_string(), p.partition_index, p.error_code))
+                })
+                .collect();
+            let r_ = |p, code| ("r".to_string(), p, code);
+            assert_eq!(
+                codes,
+                [
+                    r_(0, code::NONE),
+                    r_(1, code::INVALID_REPLICA_ASSIGNMENT),
+                    r_(1, code::INVALID_REPLICA_ASSIGNMENT),
+                    r_(1, code::INVALID_REPLICA_ASSIGNMENT),
+                    r_(1, code::NO_REASSIGNMENT_IN_PROGRESS),
+                    r_(5, code::UNKNOWN_TOPIC_OR_PARTITION),
+                    ("nope".into(), 0, code::UNKNOWN_TOPIC_OR_PARTITION),
+                ],
+                "v{v}"
+            );
+        }
+    });
+    // With a broker per shard, another existing broker is not where Kelp put the partition,
+    // and two replicas are more than a Kelp partition has.
+    run(2, &["--advertise-shards"], |b| async move {
+        let c = &b.client;
+        create_topic(c, "r", 1).await;
+        let mut codes = Vec::new();
+        for replicas in [vec![0], vec![1], vec![0, 1]] {
+            let req = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+                ReassignableTopic::default()
+                    .with_name(topic_name("r"))
+                    .with_partitions(vec![ReassignablePartition::default()
+                        .with_partition_index(0)
+                        .with_replicas(Some(replicas.into_iter().map(BrokerId).collect()))]),
+            ]);
+            let r = c.send(1, req).await;
+            codes.push(r.responses[0].partitions[0].error_code);
+        }
+        codes.sort_unstable();
+        assert_eq!(
+            codes,
+            [
+                code::NONE,
+                code::INVALID_REPLICATION_FACTOR,
+                code::INVALID_REPLICA_ASSIGNMENT
+            ]
+        );
     });
 }

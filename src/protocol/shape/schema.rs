@@ -948,6 +948,33 @@ pub static ELECT_LEADERS: Message = Message {
     ],
 };
 
+/// `AlterPartitionReassignmentsRequest` (valid versions 0-1, flexible 0+).
+pub static ALTER_PARTITION_REASSIGNMENTS: Message = Message {
+    name: "AlterPartitionReassignmentsRequest",
+    api_key: 45,
+    valid: V(0, 1),
+    flexible: V(0, MAX),
+    fields: &[
+        f("TimeoutMs", Kind::Int32, V(0, MAX)),
+        f("AllowReplicationFactorChange", Kind::Bool, V(1, MAX)),
+        f(
+            "Topics",
+            Kind::Array(&Kind::Struct(&[
+                f("Name", Kind::String, V(0, MAX)),
+                f(
+                    "Partitions",
+                    Kind::Array(&Kind::Struct(&[
+                        f("PartitionIndex", Kind::Int32, V(0, MAX)),
+                        f("Replicas", Kind::Array(&Kind::Int32), V(0, MAX)).nullable(V(0, MAX)),
+                    ])),
+                    V(0, MAX),
+                ),
+            ])),
+            V(0, MAX),
+        ),
+    ],
+};
+
 /// `ListPartitionReassignmentsRequest` (valid versions 0, flexible 0+).
 pub static LIST_PARTITION_REASSIGNMENTS: Message = Message {
     name: "ListPartitionReassignmentsRequest",
@@ -1080,6 +1107,7 @@ pub static ALL: &[&Message] = &[
     &LIST_TRANSACTIONS,
     &DESCRIBE_LOG_DIRS,
     &ELECT_LEADERS,
+    &ALTER_PARTITION_REASSIGNMENTS,
     &LIST_PARTITION_REASSIGNMENTS,
     &CONSUMER_GROUP_HEARTBEAT,
     &CONSUMER_GROUP_DESCRIBE,

@@ -220,6 +220,7 @@ fn table_agrees_with_the_crate_for_every_supported_version() {
     agree::<AlterConfigsRequest>(&ALTER_CONFIGS);
     agree::<DescribeLogDirsRequest>(&DESCRIBE_LOG_DIRS);
     agree::<ElectLeadersRequest>(&ELECT_LEADERS);
+    agree::<AlterPartitionReassignmentsRequest>(&ALTER_PARTITION_REASSIGNMENTS);
     agree::<ListPartitionReassignmentsRequest>(&LIST_PARTITION_REASSIGNMENTS);
     agree::<ConsumerGroupHeartbeatRequest>(&CONSUMER_GROUP_HEARTBEAT);
     agree::<ConsumerGroupDescribeRequest>(&CONSUMER_GROUP_DESCRIBE);
