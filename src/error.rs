@@ -410,6 +410,9 @@ pub enum KelpError {
     /// Offsets a transaction holds are not settled yet.
     #[error("the partition has offsets pending in a transaction")]
     UnstableOffsetCommit,
+    /// A request version a group's protocol does not allow (Kafka's wording).
+    #[error("{0}")]
+    VersionNotForGroup(&'static str),
     /// An unknown transactional id.
     #[error("unknown transactional id")]
     TransactionalIdNotFound,
@@ -489,6 +492,7 @@ impl KelpError {
             TransactionsNeedOneNode(_) => code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             ProducerFenced => code::PRODUCER_FENCED,
             UnstableOffsetCommit => code::UNSTABLE_OFFSET_COMMIT,
+            VersionNotForGroup(_) => code::UNSUPPORTED_VERSION,
             TransactionAbortable => code::TRANSACTION_ABORTABLE,
             TransactionalIdNotFound => code::TRANSACTIONAL_ID_NOT_FOUND,
         }

@@ -86,6 +86,7 @@ pub async fn handle(
         instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
         generation_id: req.generation_id_or_member_epoch,
         offsets,
+        modern: ctx.header.api_version >= 9,
     };
     let out = if !group_ok {
         Err(KelpError::GroupAuthorizationFailed)

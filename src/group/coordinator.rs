@@ -150,8 +150,9 @@ impl Coordinator {
         member_id: &str,
         instance_id: Option<&str>,
         generation: i32,
+        modern: bool,
     ) -> Result<(), KelpError> {
-        match self.consumer_check(id, member_id, generation) {
+        match self.consumer_check(id, member_id, generation, modern) {
             Some(check) => check,
             None => self
                 .with_group(id, create, |g| {
@@ -162,13 +163,16 @@ impl Coordinator {
     }
 
     /// A commit (or a fetch naming a member) to a KIP-848 group: Some(check), else None.
+    /// `modern`: the request's version is one KIP-848 members may use (OffsetCommit v9+;
+    /// fetches and transactional commits always are).
     fn consumer_check(
         &self,
         id: &str,
         member_id: &str,
         epoch: i32,
+        modern: bool,
     ) -> Option<Result<(), KelpError>> {
-        self.with_consumer(id, |g| g.check_member(member_id, epoch))
+        self.with_consumer(id, |g| g.check_member(member_id, epoch, modern))
     }
 
     /// Answers one request for a group owned by this shard.
@@ -250,7 +254,7 @@ impl Coordinator {
                 let check = r
                     .member
                     .as_ref()
-                    .and_then(|(m, e)| self.consumer_check(&g, m, *e))
+                    .and_then(|(m, e)| self.consumer_check(&g, m, *e, true))
                     .unwrap_or(Ok(()));
                 GroupReply::Fetch(check.map(|()| self.fetch(&g, r)))
             }
@@ -329,6 +333,7 @@ impl Coordinator {
             &r.member_id,
             r.instance_id.as_deref(),
             r.generation_id,
+            r.modern,
         )?;
         let mut results = Vec::with_capacity(r.offsets.len());
         let mut accepted = Vec::with_capacity(r.offsets.len());
@@ -369,6 +374,7 @@ impl Coordinator {
                 &r.member_id,
                 r.instance_id.as_deref(),
                 r.generation_id,
+                true,
             )?;
         }
         let mut results = Vec::with_capacity(r.offsets.len());
@@ -630,6 +636,7 @@ mod tests {
             instance_id: None,
             generation_id: -1,
             offsets: vec![(("t".into(), 0), CommittedOffset::committed(5, -1, None, 0))],
+            modern: true,
         };
         block_on(c.handle(GroupRequest::Commit("kept".into(), commit)));
         sweep(&c, now);

@@ -200,6 +200,8 @@ pub struct CommitRequest {
     pub generation_id: i32,
     /// What to commit, per partition.
     pub offsets: Vec<(TopicPartition, CommittedOffset)>,
+    /// Whether the request was OffsetCommit v9 or later, which KIP-848 members must use.
+    pub modern: bool,
 }
 
 /// TxnOffsetCommit: offsets a transactional producer commits, held until its transaction

@@ -231,6 +231,11 @@ fn a_consumer_group_on_either_coordinator_assigns_describes_lists_and_commits() 
                 codes(c.send(9, commit("", -1)).await),
                 code::UNKNOWN_MEMBER_ID
             );
+            // A member must commit with v9 or later, as Kafka requires.
+            assert_eq!(
+                codes(c.send(8, commit("m2", 2)).await),
+                code::UNSUPPORTED_VERSION
+            );
             let fetch = |epoch: i32| {
                 OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
                     .with_group_id(GroupId(sb(group.as_str())))

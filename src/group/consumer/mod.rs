@@ -578,7 +578,14 @@ impl ConsumerGroup {
 
     /// Checks an offset commit (or an OffsetFetch naming a member): `member_epoch` < 0 with
     /// no member id is an admin or a manual committer, let in only while the group is empty.
-    pub fn check_member(&self, member_id: &str, member_epoch: i32) -> Result<(), KelpError> {
+    /// A member must commit with OffsetCommit v9 or later (`modern`), as Kafka requires:
+    /// an older version is UNSUPPORTED_VERSION.
+    pub fn check_member(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+        modern: bool,
+    ) -> Result<(), KelpError> {
         if member_epoch < 0 && member_id.is_empty() && self.members.is_empty() {
             return Ok(());
         }
@@ -586,6 +593,12 @@ impl ConsumerGroup {
             .members
             .get(member_id)
             .ok_or(KelpError::UnknownMemberId)?;
+        if !modern {
+            return Err(KelpError::VersionNotForGroup(
+                "OffsetCommit version 9 or above must be used by members using the modern \
+                 group protocol",
+            ));
+        }
         let expected = m.progress.epoch;
         if member_epoch > expected {
             return Err(KelpError::FencedMemberEpoch {

@@ -271,19 +271,27 @@ fn unknown_assignors_are_refused_and_range_is_chosen_by_vote() {
 fn commits_need_the_members_current_epoch() {
     let v = view(&[("t", 1, 2)]);
     let mut g = group();
-    assert!(g.check_member("", -1).is_ok(), "empty group: admin commits");
+    assert!(
+        g.check_member("", -1, true).is_ok(),
+        "empty group: admin commits"
+    );
     g.heartbeat(join("m1", &["t"], &v), Instant::now()).unwrap();
-    assert!(g.check_member("m1", 1).is_ok());
+    assert!(g.check_member("m1", 1, true).is_ok());
     assert!(matches!(
-        g.check_member("m1", 0),
+        g.check_member("m1", 0, true),
         Err(KelpError::StaleMemberEpoch { .. })
     ));
     assert!(matches!(
-        g.check_member("m1", 2),
+        g.check_member("m1", 2, true),
         Err(KelpError::FencedMemberEpoch { .. })
     ));
     assert!(matches!(
-        g.check_member("", -1),
+        g.check_member("", -1, true),
         Err(KelpError::UnknownMemberId)
     ));
+    // A member committing with OffsetCommit before v9: UNSUPPORTED_VERSION, as Kafka.
+    let old = g.check_member("m1", 1, false).unwrap_err();
+    assert_eq!(old.code(), crate::error::code::UNSUPPORTED_VERSION);
+    // An admin commit into an empty group with an old version stays allowed.
+    assert!(group().check_member("", -1, false).is_ok());
 }
