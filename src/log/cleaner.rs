@@ -28,6 +28,28 @@ use crate::record::batch::BatchHeader;
 /// Suffix of a cleaned segment not yet renamed over its original.
 pub const CLEANED_SUFFIX: &str = ".cleaned";
 
+/// The file in a partition's directory holding the offset up to which the cleaner last
+/// mapped its log (Kafka's cleaner-offset-checkpoint), so a restart does not take the whole
+/// log for dirty and map it all again.
+pub const CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
+
+/// The cleaned-up-to offset kept in `dir`, at most `next_offset` (the log may have lost an
+/// unsynced tail since); -1 (everything dirty) when there is none or it does not read.
+pub fn read_checkpoint(dir: &std::path::Path, next_offset: i64) -> i64 {
+    std::fs::read_to_string(dir.join(CHECKPOINT_FILE))
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .map_or(-1, |o| o.min(next_offset))
+}
+
+/// Keeps `offset` as the cleaned-up-to offset of the log in `dir` (temp file + rename). Not
+/// synced: a checkpoint lost or torn by a crash only makes the next round map more.
+pub fn write_checkpoint(dir: &std::path::Path, offset: i64) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{CHECKPOINT_FILE}.tmp"));
+    std::fs::write(&tmp, offset.to_string())?;
+    std::fs::rename(&tmp, dir.join(CHECKPOINT_FILE))
+}
+
 /// Bytes read per step, and written per append.
 const STEP: usize = 1 << 20;
 
@@ -358,6 +380,24 @@ mod tests {
             }
             assert_eq!(offsets, (0..10).collect::<Vec<i64>>());
         });
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// The checkpoint reads back what was written, never past the log's end, and -1 when
+    /// missing or torn.
+    #[test]
+    fn the_checkpoint_reads_back_clamped_and_defaults_to_everything_dirty() {
+        let d = std::env::temp_dir().join(format!("kelp-ckpt-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&d).unwrap();
+        assert_eq!(read_checkpoint(&d, 100), -1);
+        write_checkpoint(&d, 42).unwrap();
+        assert_eq!(read_checkpoint(&d, 100), 42);
+        // The log lost its unsynced tail since: not past its end.
+        assert_eq!(read_checkpoint(&d, 30), 30);
+        std::fs::write(d.join(CHECKPOINT_FILE), b"4").unwrap();
+        assert_eq!(read_checkpoint(&d, 100), 4);
+        std::fs::write(d.join(CHECKPOINT_FILE), b"").unwrap();
+        assert_eq!(read_checkpoint(&d, 100), -1);
         let _ = std::fs::remove_dir_all(&d);
     }
 }

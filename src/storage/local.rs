@@ -87,8 +87,8 @@ pub struct LocalStore {
     topic: String,
     config: Arc<Config>,
     cluster: Arc<Cluster>,
-    /// Offset up to which the last cleaning round mapped the log (-1: none since start-up,
-    /// so the first round after a restart sees everything as dirty).
+    /// Offset up to which the last cleaning round mapped the log (-1: never; kept across
+    /// restarts in the partition's cleaner checkpoint).
     cleaned_to: std::cell::Cell<i64>,
 }
 
@@ -287,6 +287,14 @@ impl PartitionStore for LocalStore {
                 .await
                 .map_err(storage_error);
             if let Ok(report) = &r {
+                if report.cleaned_to != self.cleaned_to.get() {
+                    if let Err(e) =
+                        crate::log::cleaner::write_checkpoint(self.log.dir(), report.cleaned_to)
+                    {
+                        // The next start maps more; nothing is lost.
+                        tracing::debug!(dir = %self.log.dir().display(), error = %e, "cleaner checkpoint not written");
+                    }
+                }
                 self.cleaned_to.set(report.cleaned_to);
             }
             Some(r)
@@ -408,13 +416,14 @@ impl Engine for LocalEngine {
                     high_watermark = r.next_offset,
                     "recovered partition"
                 );
+                let cleaned_to = crate::log::cleaner::read_checkpoint(&entry.path(), r.next_offset);
                 out.push(Recovered {
                     store: Rc::new(LocalStore {
                         log: r.log,
                         topic: topic.clone(),
                         config: self.config.clone(),
                         cluster: self.cluster.clone(),
-                        cleaned_to: std::cell::Cell::new(-1),
+                        cleaned_to: std::cell::Cell::new(cleaned_to),
                     }),
                     topic,
                     partition,
