@@ -141,6 +141,9 @@ fn values(cfg: &Config, shards: usize) -> Vec<Value> {
          "How often each core's log cleaner looks for work (--log-cleaner-backoff-ms)."),
         ("log.cleaner.dedupe.buffer.size", s(&cfg.log_cleaner_dedupe_buffer_size), Long,
          "Memory of each core's cleaner key map (--log-cleaner-dedupe-buffer-size)."),
+        ("log.cleaner.io.max.bytes.per.second", Some(cfg.log_cleaner_io_max_bytes_per_second
+            .map_or_else(|| "1.7976931348623157E308".to_string(), |r| format!("{r:.1}"))), ConfigType::Double,
+         "Bytes a second each core's cleaner may read and write (--log-cleaner-io-max-bytes-per-second)."),
         ("log.cleaner.enable", s(&true), Boolean, "Compacted topics are cleaned (on the embedded log)."),
         ("log.cleaner.threads", s(&shards), Int, "One log cleaner per shard core."),
         ("log.dirs", s(&cfg.data_dir.display()), Str, "Where the embedded log and Kelp's state live (--data-dir)."),

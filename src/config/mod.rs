@@ -241,6 +241,12 @@ pub struct Config {
     #[arg(long, default_value_t = 128 * 1024 * 1024)]
     pub log_cleaner_dedupe_buffer_size: u64,
 
+    /// Most bytes a second each shard core's log cleaner reads and writes together (Kafka's
+    /// log.cleaner.io.max.bytes.per.second, there for all cleaner threads); unlimited unless
+    /// given.
+    #[arg(long)]
+    pub log_cleaner_io_max_bytes_per_second: Option<u64>,
+
     /// Batch cache budget per shard core, in bytes.
     #[arg(long, default_value_t = 512 * 1024 * 1024)]
     pub cache_bytes_per_core: usize,

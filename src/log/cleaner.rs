@@ -68,6 +68,38 @@ pub struct CleanReport {
     pub keys: usize,
 }
 
+/// The cleaner's I/O budget (`--log-cleaner-io-max-bytes-per-second`): bytes read and written
+/// by one round may not run ahead of the rate since the round began; the round sleeps until
+/// they are due.
+#[derive(Debug)]
+pub struct Throttle {
+    per_second: Option<f64>,
+    start: std::time::Instant,
+    bytes: f64,
+}
+
+impl Throttle {
+    /// A budget of `per_second` bytes a second (None or 0: unlimited), from now.
+    pub fn new(per_second: Option<u64>) -> Self {
+        Throttle {
+            per_second: per_second.filter(|&r| r > 0).map(|r| r as f64),
+            start: std::time::Instant::now(),
+            bytes: 0.0,
+        }
+    }
+
+    /// Counts `n` bytes of I/O, sleeping until they fit the rate.
+    async fn spend(&mut self, n: usize) {
+        let Some(rate) = self.per_second else { return };
+        self.bytes += n as f64;
+        let due = std::time::Duration::from_secs_f64(self.bytes / rate);
+        let elapsed = self.start.elapsed();
+        if due > elapsed {
+            glommio::timer::sleep(due - elapsed).await;
+        }
+    }
+}
+
 /// A sealed segment as the cleaner reads it.
 #[derive(Clone)]
 pub(super) struct SealedFile {
@@ -103,9 +135,13 @@ impl<'a> BatchReader<'a> {
     /// The whole batches of the next step (empty once the segment is read). A segment that
     /// does not read back as whole batches to its end is an error: the cleaner's copy must
     /// never leave out what it could not read.
-    async fn next_step(&mut self) -> Result<Vec<(BatchHeader, Bytes)>, LogError> {
+    async fn next_step(
+        &mut self,
+        throttle: &mut Throttle,
+    ) -> Result<Vec<(BatchHeader, Bytes)>, LogError> {
         while !self.done && self.pos < self.seg.size {
             let len = self.chunk.min((self.seg.size - self.pos) as usize);
+            throttle.spend(len).await;
             let data = segment::read(&self.seg.file, self.pos, len)
                 .await
                 .map_err(|e| LogError::Read(e.to_string()))?;
@@ -150,7 +186,7 @@ impl PartitionLog {
     /// `capacity` entries, and every segment from the first up to the map's end is cleaned
     /// against them, as Kafka's cleaner does. `facts` names each idempotent producer's last
     /// batch (kept whole), the last stable offset (the range ends before it) and the aborted
-    /// transactions.
+    /// transactions. Its reads and writes keep to `throttle`.
     pub async fn compact(
         &self,
         s: &Settings,
@@ -158,6 +194,7 @@ impl PartitionLog {
         max_timestamp: i64,
         dirty_from: i64,
         facts: PartitionFacts,
+        throttle: &mut Throttle,
     ) -> Result<CleanReport, LogError> {
         let sealed = self.sealed_files(max_timestamp);
         let Some(first_dirty) = sealed.iter().find(|seg| seg.next_offset > dirty_from) else {
@@ -170,7 +207,7 @@ impl PartitionLog {
         'map: for seg in sealed.iter().filter(|seg| seg.base >= first_dirty.base) {
             let mut r = BatchReader::new(seg);
             loop {
-                let step = r.next_step().await?;
+                let step = r.next_step(throttle).await?;
                 if step.is_empty() {
                     break;
                 }
@@ -188,7 +225,10 @@ impl PartitionLog {
         };
         let mut markers = Markers::default();
         for seg in sealed.iter().filter(|seg| seg.base < map.end()) {
-            if let Some(size) = self.clean_segment(seg, &map, s, &mut markers).await? {
+            if let Some(size) = self
+                .clean_segment(seg, &map, s, &mut markers, throttle)
+                .await?
+            {
                 report.segments += 1;
                 report.bytes_before += seg.size;
                 report.bytes_after += size;
@@ -205,6 +245,7 @@ impl PartitionLog {
         map: &KeyMap,
         s: &Settings,
         markers: &mut Markers,
+        throttle: &mut Throttle,
     ) -> Result<Option<u64>, LogError> {
         // A first pass decides whether anything changes, so unchanged segments are not
         // rewritten (most of them, once a log has been cleaned). It walks a copy of the
@@ -213,7 +254,7 @@ impl PartitionLog {
         let mut r = BatchReader::new(seg);
         let mut changes = false;
         'look: loop {
-            let step = r.next_step().await?;
+            let step = r.next_step(throttle).await?;
             if step.is_empty() {
                 break;
             }
@@ -239,7 +280,7 @@ impl PartitionLog {
         let mut failed = None;
         let mut r = BatchReader::new(seg);
         loop {
-            let step = match r.next_step().await {
+            let step = match r.next_step(throttle).await {
                 Ok(step) => step,
                 Err(e) => {
                     let _ = std::fs::remove_file(&tmp);
@@ -266,6 +307,9 @@ impl PartitionLog {
                 next_offset = h.last_offset() + 1;
                 parts.push(batch);
             }
+            throttle
+                .spend(parts.iter().map(Bytes::len).sum::<usize>())
+                .await;
             if let Err(e) = out.append(&parts).await {
                 failed = Some(e);
                 break;
@@ -372,7 +416,7 @@ mod tests {
             let mut r = BatchReader::with_chunk(seg, 3 * one);
             let mut offsets = Vec::new();
             loop {
-                let step = r.next_step().await.unwrap();
+                let step = r.next_step(&mut Throttle::new(None)).await.unwrap();
                 if step.is_empty() {
                     break;
                 }
@@ -399,5 +443,23 @@ mod tests {
         std::fs::write(d.join(CHECKPOINT_FILE), b"").unwrap();
         assert_eq!(read_checkpoint(&d, 100), -1);
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// The budget holds a round back: 300 kB at 1 MB/s cannot be done in under 0.3 s, and
+    /// without a budget nothing waits. (A lower bound only: sleeps never end early.)
+    #[test]
+    fn the_io_budget_makes_a_round_wait_for_its_bytes() {
+        glommio::LocalExecutor::default().run(async {
+            let start = std::time::Instant::now();
+            let mut t = Throttle::new(Some(1_000_000));
+            for _ in 0..3 {
+                t.spend(100_000).await;
+            }
+            assert!(start.elapsed() >= std::time::Duration::from_millis(300));
+            let mut free = Throttle::new(None);
+            let start = std::time::Instant::now();
+            free.spend(1 << 40).await;
+            assert!(start.elapsed() < std::time::Duration::from_secs(5));
+        });
     }
 }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use bytes::{Bytes, BytesMut};
 
+use super::cleaner::Throttle;
 use super::compact::{PartitionFacts, Settings};
 use super::partition_log::{PartitionLog, RollSettings};
 use super::recovery::recover;
@@ -123,7 +124,14 @@ fn cleaning_keeps_the_latest_value_of_each_key_at_its_offset() {
             sealed.last().unwrap().1
         };
         let report = log
-            .compact(&settings(), 1000, i64::MAX, -1, no_txns())
+            .compact(
+                &settings(),
+                1000,
+                i64::MAX,
+                -1,
+                no_txns(),
+                &mut Throttle::new(None),
+            )
             .await
             .unwrap();
         assert!(report.segments > 0 && report.keys == 5, "{report:?}");
@@ -148,7 +156,14 @@ fn cleaning_keeps_the_latest_value_of_each_key_at_its_offset() {
 
         // Nothing more to do: no segment is rewritten again.
         let again = log
-            .compact(&settings(), 1000, i64::MAX, -1, no_txns())
+            .compact(
+                &settings(),
+                1000,
+                i64::MAX,
+                -1,
+                no_txns(),
+                &mut Throttle::new(None),
+            )
             .await
             .unwrap();
         assert_eq!(again.segments, 0, "{again:?}");
@@ -181,7 +196,14 @@ fn later_rounds_map_only_the_dirty_segments_and_clean_the_whole_log_against_them
             append(i, format!("k{i}")).await.unwrap();
         }
         let first = log
-            .compact(&settings(), 1000, i64::MAX, -1, no_txns())
+            .compact(
+                &settings(),
+                1000,
+                i64::MAX,
+                -1,
+                no_txns(),
+                &mut Throttle::new(None),
+            )
             .await
             .unwrap();
         for i in 40..50i64 {
@@ -191,7 +213,14 @@ fn later_rounds_map_only_the_dirty_segments_and_clean_the_whole_log_against_them
         // Room for the dirty keys only (those of the segment that was active in the first
         // round and the 10 again), not for the 40 of the whole log.
         let r = log
-            .compact(&settings(), 20, i64::MAX, first.cleaned_to, no_txns())
+            .compact(
+                &settings(),
+                20,
+                i64::MAX,
+                first.cleaned_to,
+                no_txns(),
+                &mut Throttle::new(None),
+            )
             .await
             .unwrap();
         assert!(r.segments > 0 && r.keys <= 20, "{r:?}");
@@ -282,7 +311,10 @@ fn transactions_across_segments_keep_their_markers_while_their_records_stay() {
             stable_to: 24,
             aborted: vec![(10, 7, 9)],
         };
-        let report = log.compact(&s, 1000, i64::MAX, -1, facts).await.unwrap();
+        let report = log
+            .compact(&s, 1000, i64::MAX, -1, facts, &mut Throttle::new(None))
+            .await
+            .unwrap();
         assert!(report.segments > 0, "{report:?}");
         drop(log);
         let r = recover(d2.clone(), FsyncPolicy::Always, SMALL, &mut |_, _| {})

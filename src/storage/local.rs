@@ -283,6 +283,9 @@ impl PartitionStore for LocalStore {
                     plan.max_timestamp,
                     self.cleaned_to.get(),
                     facts,
+                    &mut crate::log::cleaner::Throttle::new(
+                        self.config.log_cleaner_io_max_bytes_per_second,
+                    ),
                 )
                 .await
                 .map_err(storage_error);
