@@ -22,10 +22,14 @@ use crate::protocol::Response;
 
 /// The cluster's topics as a heartbeat sees them: a snapshot, and the internal
 /// `__consumer_offsets` Kelp lists (Kafka's regex subscriptions match internal topics too).
+/// With ACLs on, a regex matches only topics the heartbeat's principal may DESCRIBE: Kafka
+/// filters a group's regex resolution by the principal of the heartbeat that triggers it.
 struct ClusterTopics {
     snap: Arc<Snapshot>,
-    /// For `__consumer_offsets`' id, derived only when a subscription names it.
+    /// For `__consumer_offsets`' id and the authorizer.
     cluster: Arc<Cluster>,
+    /// The heartbeat's (principal, client host), for the DESCRIBE check.
+    asker: (String, String),
 }
 
 impl TopicView for ClusterTopics {
@@ -51,6 +55,12 @@ impl TopicView for ClusterTopics {
             .map(String::as_str)
             .chain(listed)
             .filter(|n| pattern.is_match(n))
+            .filter(|n| {
+                self.cluster.authorizer.as_ref().is_none_or(|a| {
+                    let (principal, host) = &self.asker;
+                    a.authorize(principal, host, Operation::Describe, ResourceType::Topic, n)
+                })
+            })
             .map(str::to_string)
             .collect()
     }
@@ -145,6 +155,10 @@ async fn beat(
     let topics: Arc<dyn TopicView> = Arc::new(ClusterTopics {
         snap: cluster.snapshot(),
         cluster: cluster.clone(),
+        asker: (
+            ctx.session.principal().to_string(),
+            ctx.client_ip().to_string(),
+        ),
     });
     let hb = HeartbeatIn {
         member_id: req.member_id.to_string(),

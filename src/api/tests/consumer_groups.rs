@@ -287,3 +287,46 @@ fn a_classic_group_with_members_refuses_consumer_heartbeats() {
         assert_eq!(d.groups[0].error_code, code::GROUP_ID_NOT_FOUND);
     });
 }
+
+/// With ACLs on, a regex subscription matches only the topics the heartbeat's principal may
+/// DESCRIBE, as Kafka filters a regex resolution.
+#[test]
+fn regex_subscriptions_match_only_topics_the_member_may_describe() {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::CreateAclsRequest;
+    let args = ["--authorizer", "acl", "--allow-everyone-if-no-acl-found"];
+    run(1, &args, |b| async move {
+        let c = &b.client;
+        let shown = create_topic(c, "s-shown", 1).await;
+        create_topic(c, "s-hidden", 1).await;
+        // DENY DESCRIBE (8) on s-hidden to ANONYMOUS (this connection's principal).
+        let deny = CreateAclsRequest::default().with_creations(vec![AclCreation::default()
+            .with_resource_type(2)
+            .with_resource_name(sb("s-hidden"))
+            .with_resource_pattern_type(3)
+            .with_principal(sb("User:ANONYMOUS"))
+            .with_host(sb("*"))
+            .with_operation(8)
+            .with_permission_type(2)]);
+        assert_eq!(c.send(3, deny).await.results[0].error_code, code::NONE);
+        let first = hb(
+            c,
+            join("g", "m", &[])
+                .with_subscribed_topic_names(None)
+                .with_subscribed_topic_regex(Some(sb("s-.*"))),
+        )
+        .await;
+        assert_eq!(first.error_code, code::NONE, "{first:?}");
+        let mut epoch = first.member_epoch;
+        let mut got = assigned(&first);
+        for _ in 0..5 {
+            if !got.is_empty() {
+                break;
+            }
+            let r = hb(c, beat("g", "m", epoch)).await;
+            epoch = r.member_epoch;
+            got = assigned(&r);
+        }
+        assert_eq!(got, [(shown, vec![0])]);
+    });
+}
