@@ -72,6 +72,23 @@ class StreamsApp:
                 self.kill()
 
 
+def to_end(c, partitions, timeout, ended):
+    """The messages `c` (with enable.partition.eof) polls until each of `partitions`
+    partitions is read to its end, or `timeout` s passed; `ended` gets those that were."""
+    deadline = time.time() + timeout
+    while len(ended) < partitions and time.time() < deadline:
+        m = c.poll(0.3)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() != KafkaError._PARTITION_EOF:
+                raise KafkaException(m.error())
+            ended.add(m.partition())
+            continue
+        ended.discard(m.partition())
+        yield m
+
+
 def latest_counts(bootstrap, topic, timeout=8):
     """The last count per word in `topic`, read_committed from the start, until the end of
     every partition was reached."""
@@ -79,24 +96,11 @@ def latest_counts(bootstrap, topic, timeout=8):
                   "auto.offset.reset": "earliest", "isolation.level": "read_committed",
                   "enable.auto.commit": False, "enable.partition.eof": True})
     c.subscribe([topic])
-    counts, ended, deadline = {}, set(), time.time() + timeout
     try:
-        while time.time() < deadline:
-            m = c.poll(0.3)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    ended.add(m.partition())
-                    if len(ended) == 3:
-                        break
-                    continue
-                raise KafkaException(m.error())
-            ended.discard(m.partition())
-            counts[m.key().decode()] = struct.unpack(">q", m.value())[0]
+        return {m.key().decode(): struct.unpack(">q", m.value())[0]
+                for m in to_end(c, 3, timeout, set())}
     finally:
         c.close()
-    return counts
 
 
 def produce_lines(bootstrap, topic, lines, per_second=None):
@@ -222,17 +226,8 @@ def records_and_end(bs, topic, partitions=3):
         ends = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
                    for p in range(partitions))
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        records, ended, deadline = 0, set(), time.time() + 30
-        while len(ended) < partitions and time.time() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    ended.add(m.partition())
-                    continue
-                raise KafkaException(m.error())
-            records += 1
+        ended = set()
+        records = sum(1 for _ in to_end(c, partitions, 30, ended))
         assert len(ended) == partitions, "changelog not read to its end"
         return records, ends
     finally:
