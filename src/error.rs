@@ -151,6 +151,14 @@ pub mod code {
     pub const STALE_MEMBER_EPOCH: i16 = 113;
     /// KIP-848: a subscription regex that does not compile.
     pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
+    /// Share groups: an acknowledgement for a record not acquired by the member.
+    pub const INVALID_RECORD_STATE: i16 = 121;
+    /// Share groups: no share session for the member on this broker.
+    pub const SHARE_SESSION_NOT_FOUND: i16 = 122;
+    /// Share groups: a share session epoch other than the one expected.
+    pub const INVALID_SHARE_SESSION_EPOCH: i16 = 123;
+    /// Share groups: the broker holds as many share sessions as it may.
+    pub const SHARE_SESSION_LIMIT_REACHED: i16 = 133;
 }
 
 /// A broker-side failure, typed so each maps to exactly one Kafka error code.
@@ -389,6 +397,19 @@ pub enum KelpError {
     /// AlterPartitionReassignments cancelling a reassignment where none runs.
     #[error("no reassignment is in progress for the partition")]
     NoReassignmentInProgress,
+    /// Share groups: acknowledged records the member does not hold (their lock expired, or
+    /// another member has them now).
+    #[error("the records are not acquired by the member")]
+    InvalidRecordState,
+    /// Share groups: the member has no share session here.
+    #[error("no share session for the member")]
+    ShareSessionNotFound,
+    /// Share groups: the share session epoch sent is not the session's (sent, expected).
+    #[error("share session epoch {0} is not the expected {1}")]
+    InvalidShareSessionEpoch(i32, i32),
+    /// Share groups: the broker's share sessions are all in use.
+    #[error("the share session limit of {0} is reached")]
+    ShareSessionLimitReached(usize),
     /// The principal may not use the transactional id.
     #[error("not authorized to use the transactional id")]
     TransactionalIdAuthorizationFailed,
@@ -483,6 +504,10 @@ impl KelpError {
             ClusterAuthorizationFailed => code::CLUSTER_AUTHORIZATION_FAILED,
             ElectionNotNeeded => code::ELECTION_NOT_NEEDED,
             NoReassignmentInProgress => code::NO_REASSIGNMENT_IN_PROGRESS,
+            InvalidRecordState => code::INVALID_RECORD_STATE,
+            ShareSessionNotFound => code::SHARE_SESSION_NOT_FOUND,
+            InvalidShareSessionEpoch(..) => code::INVALID_SHARE_SESSION_EPOCH,
+            ShareSessionLimitReached(_) => code::SHARE_SESSION_LIMIT_REACHED,
             TransactionalIdAuthorizationFailed => code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             InvalidTxnState(_) => code::INVALID_TXN_STATE,
             InvalidProducerIdMapping => code::INVALID_PRODUCER_ID_MAPPING,

@@ -16,6 +16,8 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use crate::error::KelpError;
+
 /// Where a record of the window is (Kafka's RecordState; the codes are those persisted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordState {
@@ -99,18 +101,6 @@ pub struct AckBatch {
     pub last: i64,
     /// One type for the whole range, or one per offset.
     pub types: Vec<AckType>,
-}
-
-/// Why a partition's acknowledgements were refused (each maps to a Kafka error code); none
-/// of its batches took effect.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AckError {
-    /// INVALID_REQUEST: a malformed batch (reversed, out of order, types not one or one per
-    /// offset), or offsets never handed out.
-    InvalidRequest(&'static str),
-    /// INVALID_RECORD_STATE: a record not acquired by this member (its lock expired, or
-    /// another member has it now).
-    InvalidRecordState,
 }
 
 /// A run of final or available offsets as persisted (Kafka's StateBatches): ACQUIRED is
@@ -299,33 +289,32 @@ impl SharePartition {
     }
 
     /// Applies `member`'s acknowledgements, all or none: the first batch that does not apply
-    /// refuses the partition's whole set, nothing changed. Offsets below the start are
-    /// ignored (already done).
-    pub fn acknowledge(&mut self, member: &str, acks: &[AckBatch]) -> Result<(), AckError> {
+    /// refuses the partition's whole set, nothing changed (INVALID_REQUEST for a malformed
+    /// batch or offsets never handed out, INVALID_RECORD_STATE for records the member does
+    /// not hold: their lock expired, or another member has them now). Offsets below the
+    /// start are ignored (already done).
+    pub fn acknowledge(&mut self, member: &str, acks: &[AckBatch]) -> Result<(), KelpError> {
+        let invalid = |why: &str| Err(KelpError::InvalidRequest(why.to_string()));
         let mut prev_last: Option<i64> = None;
         for b in acks {
             if b.first > b.last {
-                return Err(AckError::InvalidRequest("first offset after last offset"));
+                return invalid("first offset after last offset");
             }
             if prev_last.is_some_and(|p| b.first <= p) {
-                return Err(AckError::InvalidRequest(
-                    "acknowledgement batches out of order",
-                ));
+                return invalid("acknowledgement batches out of order");
             }
             prev_last = Some(b.last);
             let n = b.last - b.first + 1;
             if b.types.is_empty() || (b.types.len() != 1 && b.types.len() as i64 != n) {
-                return Err(AckError::InvalidRequest(
-                    "acknowledge types must be one, or one per offset",
-                ));
+                return invalid("acknowledge types must be one, or one per offset");
             }
             if b.last >= self.end() {
-                return Err(AckError::InvalidRequest("offsets never acquired"));
+                return invalid("offsets never acquired");
             }
             for o in b.first.max(self.start)..=b.last {
-                let s = self.slot(o).ok_or(AckError::InvalidRecordState)?;
+                let s = self.slot(o).ok_or(KelpError::InvalidRecordState)?;
                 if s.state != RecordState::Acquired || s.owner.as_deref() != Some(member) {
-                    return Err(AckError::InvalidRecordState);
+                    return Err(KelpError::InvalidRecordState);
                 }
             }
         }
@@ -547,14 +536,14 @@ mod tests {
         ];
         for (acks, why) in bad {
             assert!(
-                matches!(p.acknowledge("a", &acks), Err(AckError::InvalidRequest(_))),
+                matches!(p.acknowledge("a", &acks), Err(KelpError::InvalidRequest(_))),
                 "{why}"
             );
         }
         // Another member's records, and a good batch before them: nothing applied.
         assert_eq!(
             p.acknowledge("b", &[ack(0, 1, AckType::Accept)]),
-            Err(AckError::InvalidRecordState)
+            Err(KelpError::InvalidRecordState)
         );
         assert_eq!(
             p.acknowledge(
@@ -568,8 +557,8 @@ mod tests {
                 "a",
                 &[ack(3, 3, AckType::Accept), ack(2, 2, AckType::Accept)]
             ),
-            Err(AckError::InvalidRequest(
-                "acknowledgement batches out of order"
+            Err(KelpError::InvalidRequest(
+                "acknowledgement batches out of order".into()
             ))
         );
         // Offsets below the start are done: acknowledging them again changes nothing.
@@ -603,7 +592,7 @@ mod tests {
         // The member's late acknowledgement finds the records no longer its own.
         assert_eq!(
             p.acknowledge("a", &[ack(0, 1, AckType::Accept)]),
-            Err(AckError::InvalidRecordState)
+            Err(KelpError::InvalidRecordState)
         );
         // Delivery 2, released by a session close; delivery 3 then expires: archived.
         p.acquire(&m("b"), &[(0, 1)], 10, t0, LOCK);
