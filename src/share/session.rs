@@ -122,14 +122,7 @@ impl ShareSessions {
                 Ok(FetchContext::Final(s.partitions))
             }
             n => {
-                let s = self
-                    .sessions
-                    .get_mut(&key)
-                    .ok_or(KelpError::ShareSessionNotFound)?;
-                if n != s.epoch {
-                    return Err(KelpError::InvalidShareSessionEpoch(n, s.epoch));
-                }
-                s.epoch = next_epoch(s.epoch);
+                let s = self.step(&key, n)?;
                 s.partitions.extend(added.iter().copied());
                 for p in forgotten {
                     s.partitions.remove(p);
@@ -156,18 +149,21 @@ impl ShareSessions {
                 .remove(&key)
                 .map(|s| Some(s.partitions))
                 .ok_or(KelpError::ShareSessionNotFound),
-            n => {
-                let s = self
-                    .sessions
-                    .get_mut(&key)
-                    .ok_or(KelpError::ShareSessionNotFound)?;
-                if n != s.epoch {
-                    return Err(KelpError::InvalidShareSessionEpoch(n, s.epoch));
-                }
-                s.epoch = next_epoch(s.epoch);
-                Ok(None)
-            }
+            n => self.step(&key, n).map(|_| None),
         }
+    }
+
+    /// The session of `key` at epoch `n`, moved on to its next epoch.
+    fn step(&mut self, key: &(String, String), n: i32) -> Result<&mut Session, KelpError> {
+        let s = self
+            .sessions
+            .get_mut(key)
+            .ok_or(KelpError::ShareSessionNotFound)?;
+        if n != s.epoch {
+            return Err(KelpError::InvalidShareSessionEpoch(n, s.epoch));
+        }
+        s.epoch = next_epoch(s.epoch);
+        Ok(s)
     }
 
     /// Drops the sessions `connection` opened: (group, member, partitions) of each, for the
