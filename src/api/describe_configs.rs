@@ -9,7 +9,7 @@ use kafka_protocol::messages::DescribeConfigsRequest;
 
 use super::{encoded, sb, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
-use crate::cluster::broker_config::{broker_configs, BrokerConfig};
+use crate::cluster::broker_config::BrokerConfig;
 use crate::cluster::topic_config::{ConfigType, TOPIC_CONFIGS};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
@@ -79,7 +79,9 @@ fn broker_entries(ctx: &RequestContext, name: &str) -> Result<Vec<Entry>, KelpEr
         return Ok(Vec::new());
     }
     check_broker_name(ctx, name)?;
-    Ok(broker_configs(&ctx.shard.config, ctx.shard.count)
+    Ok(ctx
+        .shard
+        .broker_configs()
         .iter()
         .map(|b| Entry {
             name: b.name.to_string(),
@@ -104,7 +106,7 @@ fn topic_entries(ctx: &RequestContext, name: &str) -> Result<Vec<Entry>, KelpErr
         .cluster
         .described_topic(name)
         .ok_or(KelpError::UnknownTopicOrPartition)?;
-    let brokers = broker_configs(&ctx.shard.config, ctx.shard.count);
+    let brokers = ctx.shard.broker_configs();
     Ok(TOPIC_CONFIGS
         .iter()
         .map(|d| {

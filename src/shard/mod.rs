@@ -71,6 +71,18 @@ pub struct Shard {
     txn_busy: RefCell<std::collections::HashSet<String>>,
     /// Operations waiting for a busy transactional id.
     txn_waiters: RefCell<HashMap<String, Vec<futures::channel::oneshot::Sender<()>>>>,
+    /// This node's broker configs under Kafka's names, built at the first DescribeConfigs
+    /// (the configuration does not change while the process runs; building them resolves
+    /// listener addresses, which may ask DNS).
+    broker_configs: std::cell::OnceCell<Vec<crate::cluster::broker_config::BrokerConfig>>,
+}
+
+impl Shard {
+    /// This node's broker configs under Kafka's names (DescribeConfigs), built once.
+    pub fn broker_configs(&self) -> &[crate::cluster::broker_config::BrokerConfig] {
+        self.broker_configs
+            .get_or_init(|| crate::cluster::broker_config::broker_configs(&self.config, self.count))
+    }
 }
 
 /// How often group timers (sessions, rebalance delays and timeouts) are checked.
@@ -102,6 +114,7 @@ impl Shard {
             txns: RefCell::new(HashMap::new()),
             txn_busy: RefCell::new(std::collections::HashSet::new()),
             txn_waiters: RefCell::new(HashMap::new()),
+            broker_configs: std::cell::OnceCell::new(),
             fresh_groups: RefCell::new(std::collections::HashSet::new()),
             groups: Coordinator::new(
                 GroupConfig {
