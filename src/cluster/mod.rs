@@ -1,10 +1,13 @@
-//! Read-mostly cluster metadata: topics, partition counts, topic ids and configs.
+//! Read-mostly cluster metadata: topics, partition counts, topic ids and configs, and the
+//! groups' config overrides ([`group_config`]).
 //!
 //! Readers on every shard load one immutable [`Snapshot`] through an atomic pointer swap and
-//! never lock. Writers (CreateTopics, DeleteTopics, auto-create) are serialised by a mutex and
-//! publish a new snapshot; partition state itself lives on the owning shards, not here.
+//! never lock. Writers (CreateTopics, DeleteTopics, auto-create, IncrementalAlterConfigs) are
+//! serialised by a mutex and publish a new snapshot; partition state itself lives on the
+//! owning shards, not here.
 
 pub mod broker_config;
+pub mod group_config;
 pub mod internal;
 pub mod leaders;
 pub mod members;
@@ -15,7 +18,7 @@ pub mod topic_config;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -74,9 +77,12 @@ pub struct Snapshot {
     pub topics: HashMap<String, Arc<TopicMeta>>,
     /// The same topics by id, for requests that name topics by id.
     pub by_id: HashMap<Uuid, Arc<TopicMeta>>,
-    /// Grows by one with every snapshot published: consumer groups tell by it whether the
-    /// topics changed since they last resolved their subscriptions.
+    /// Grows by one with every snapshot published that changed the topics: consumer groups
+    /// tell by it whether the topics changed since they last resolved their subscriptions.
     pub version: u64,
+    /// Each group's config overrides (ConfigResource GROUP), by group id; groups without any
+    /// are absent. A group need not exist to have some (Kafka allows it).
+    pub group_configs: HashMap<String, Arc<BTreeMap<String, String>>>,
 }
 
 impl Snapshot {
@@ -117,6 +123,13 @@ pub struct Cluster {
     pub authorizer: Option<crate::auth::acl::Authorizer>,
     /// Where topic metadata is persisted (local storage); None keeps it in memory only.
     persist: Option<PathBuf>,
+    /// Where group config overrides are persisted (local storage, beside the topics).
+    persist_groups: Option<PathBuf>,
+    /// The broker values and limits group configs are checked against.
+    pub group_limits: group_config::Limits,
+    /// Grows with every group config change made here, so that a re-read of the storage
+    /// engine's copy that began before one does not undo it ([`Cluster::adopt_group_configs`]).
+    group_config_changes: AtomicU64,
 }
 
 /// Checks a topic name the way Kafka does: 1-249 chars of [a-zA-Z0-9._-], not "." or "..".
@@ -169,10 +182,14 @@ impl Cluster {
                 }
             }),
             persist: None,
+            persist_groups: None,
+            group_limits: group_config::Limits::new(config),
+            group_config_changes: AtomicU64::new(0),
         }
     }
 
-    /// Cluster metadata persisted at `path` (`meta/topics.json`), starting from what it holds.
+    /// Cluster metadata persisted at `path` (`meta/topics.json`), and the group config
+    /// overrides beside it (`meta/group-configs.json`), starting from what they hold.
     pub fn with_persistence(
         config: &Config,
         shards: usize,
@@ -193,8 +210,14 @@ impl Cluster {
             snap.by_id.insert(m.id, m.clone());
             snap.topics.insert(m.name.clone(), m);
         }
+        let groups_path = path.with_file_name(crate::log::meta::GROUP_CONFIGS_FILE);
+        snap.group_configs = crate::log::meta::load_group_configs(&groups_path)?
+            .into_iter()
+            .map(|(group, configs)| (group, Arc::new(configs)))
+            .collect();
         c.snapshot = ArcSwap::from_pointee(snap);
         c.persist = Some(path);
+        c.persist_groups = Some(groups_path);
         Ok(c)
     }
 
@@ -251,6 +274,117 @@ impl Cluster {
             s.by_id.insert(m.id, m.clone());
             s.topics.insert(m.name.clone(), m);
         })
+    }
+
+    /// `group`'s override of the group config `key`, if it sets one (the default otherwise
+    /// is [`group_config::default_of`], or the broker's: [`group_config::Limits::default_value`]
+    /// on [`Cluster::group_limits`]).
+    pub fn group_config(&self, group: &str, key: &str) -> Option<String> {
+        self.snapshot
+            .load()
+            .group_configs
+            .get(group)
+            .and_then(|c| c.get(key).cloned())
+    }
+
+    /// Every config override `group` sets (empty when none).
+    pub fn group_configs(&self, group: &str) -> Arc<BTreeMap<String, String>> {
+        self.snapshot
+            .load()
+            .group_configs
+            .get(group)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Replaces `group`'s config overrides (IncrementalAlterConfigs, AlterConfigs): checked
+    /// as Kafka checks them ([`group_config::Limits::validate`]), persisted where topics are
+    /// (local storage), then published. Empty overrides remove the group's entry. Engines
+    /// that keep them elsewhere (SeaweedMQ) store them before this is called.
+    pub fn set_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), KelpError> {
+        if group.is_empty() {
+            return Err(KelpError::InvalidRequest(
+                "Default group resources are not allowed.".into(),
+            ));
+        }
+        self.group_limits.validate(&configs)?;
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.group_config_changes.fetch_add(1, Ordering::AcqRel);
+        self.publish_group_configs(|all| {
+            if configs.is_empty() {
+                all.remove(group);
+            } else {
+                all.insert(group.to_string(), Arc::new(configs));
+            }
+        })
+    }
+
+    /// How many group config changes were made here: read before re-reading the storage
+    /// engine's copy, handed to [`Cluster::adopt_group_configs`].
+    pub fn group_config_changes(&self) -> u64 {
+        self.group_config_changes.load(Ordering::Acquire)
+    }
+
+    /// Publishes every group's overrides as the storage engine holds them (SeaweedMQ, where
+    /// other Kelp nodes change them too), unless a change was made here since `since` (the
+    /// read may predate it; the next one will not).
+    pub fn adopt_group_configs(
+        &self,
+        groups: HashMap<String, BTreeMap<String, String>>,
+        since: u64,
+    ) {
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if self.group_config_changes() != since {
+            return;
+        }
+        let same = {
+            let current = &self.snapshot.load().group_configs;
+            current.len() == groups.len()
+                && groups
+                    .iter()
+                    .all(|(g, c)| current.get(g).is_some_and(|have| **have == *c))
+        };
+        if same {
+            return;
+        }
+        let result = self.publish_group_configs(|all| {
+            *all = groups
+                .into_iter()
+                .filter(|(_, c)| !c.is_empty())
+                .map(|(g, c)| (g, Arc::new(c)))
+                .collect();
+        });
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "could not publish the stored group configs");
+        }
+    }
+
+    /// Publishes the group overrides `f` makes of the current ones, after persisting them
+    /// (when persistent). Neither the topics' version moves nor are listeners woken: the
+    /// topics did not change, and group configs are read when used.
+    fn publish_group_configs(
+        &self,
+        f: impl FnOnce(&mut HashMap<String, Arc<BTreeMap<String, String>>>),
+    ) -> Result<(), KelpError> {
+        let mut next = Snapshot::clone(&self.snapshot.load());
+        f(&mut next.group_configs);
+        if let Some(path) = &self.persist_groups {
+            let all = next
+                .group_configs
+                .iter()
+                .map(|(g, c)| (g.clone(), BTreeMap::clone(c)))
+                .collect();
+            crate::log::meta::save_group_configs(path, all).map_err(|e| {
+                tracing::error!(error = %e, "could not persist group configs");
+                KelpError::from(e)
+            })?;
+        }
+        self.snapshot.store(Arc::new(next));
+        Ok(())
     }
 
     /// The current snapshot.
@@ -539,5 +673,69 @@ mod tests {
         assert!(c.topic("orders").is_none());
         assert!(!c.snapshot().by_id.contains_key(&id));
         assert!(c.delete_topic("orders").is_err());
+    }
+
+    #[test]
+    fn group_configs_are_checked_persisted_and_survive_a_restart() {
+        let dir = std::env::temp_dir().join(format!("kelp-cluster-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(crate::log::meta::TOPICS_FILE);
+        // A topics file from before group configs: loads, with none.
+        std::fs::write(&path, br#"{"version":1,"topics":[]}"#).unwrap();
+        let config = Config::parse_from(["kelp"]);
+        let open = || Cluster::with_persistence(&config, 1, path.clone()).unwrap();
+        let c = open();
+        assert_eq!(c.group_config("g", "share.auto.offset.reset"), None);
+        let set: BTreeMap<String, String> = [
+            ("share.auto.offset.reset", "earliest"),
+            ("share.record.lock.duration.ms", "20000"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+        c.set_group_configs("g", set.clone()).unwrap();
+        let bad = BTreeMap::from([("share.record.lock.duration.ms".into(), "5".into())]);
+        assert!(matches!(
+            c.set_group_configs("g", bad),
+            Err(KelpError::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            c.set_group_configs("", set.clone()),
+            Err(KelpError::InvalidRequest(_))
+        ));
+        c.create_topic("t", 1, 1, BTreeMap::new(), false).unwrap();
+        let version = c.snapshot().version;
+        c.set_group_configs("h", set.clone()).unwrap();
+        assert_eq!(c.snapshot().version, version, "topics did not change");
+
+        let c = open();
+        assert!(c.topic("t").is_some());
+        assert_eq!(
+            c.group_config("g", "share.auto.offset.reset").as_deref(),
+            Some("earliest")
+        );
+        assert_eq!(*c.group_configs("g"), set);
+        c.set_group_configs("g", BTreeMap::new()).unwrap();
+        let c = open();
+        assert!(c.group_configs("g").is_empty());
+        assert!(!c.snapshot().group_configs.contains_key("g"));
+        assert_eq!(*c.group_configs("h"), set);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn adopted_group_configs_do_not_undo_a_newer_local_change() {
+        let c = cluster();
+        let mine = BTreeMap::from([("share.isolation.level".into(), "read_committed".into())]);
+        let theirs = BTreeMap::from([("share.auto.offset.reset".into(), "earliest".into())]);
+        let since = c.group_config_changes();
+        c.set_group_configs("g", mine.clone()).unwrap();
+        // A re-read that began before the change above is ignored.
+        c.adopt_group_configs(HashMap::from([("g".into(), theirs.clone())]), since);
+        assert_eq!(*c.group_configs("g"), mine);
+        // One that began after it is published, whole.
+        let since = c.group_config_changes();
+        c.adopt_group_configs(HashMap::from([("x".into(), theirs.clone())]), since);
+        assert!(c.group_configs("g").is_empty());
+        assert_eq!(*c.group_configs("x"), theirs);
     }
 }

@@ -1,6 +1,8 @@
 //! Durable metadata: `<data-dir>/meta/topics.json`, names, ids, partition counts and
-//! config overrides of every topic; and `<data-dir>/meta/<space>/`, small keyed records
-//! (SCRAM credentials, ACLs), a file each.
+//! config overrides of every topic; `<data-dir>/meta/group-configs.json`, every group's
+//! config overrides (a file of its own, so that topics files written before groups had
+//! configs load unchanged); and `<data-dir>/meta/<space>/`, small keyed records (SCRAM
+//! credentials, ACLs), a file each.
 //!
 //! Rewritten whole on every change (topics change rarely) through a temp file, fsync,
 //! rename and directory fsync, so a crash leaves either the old or the new file. Called by
@@ -18,6 +20,12 @@ use super::LogError;
 
 /// File name inside the meta directory.
 pub const TOPICS_FILE: &str = "topics.json";
+
+/// File name of the group config overrides inside the meta directory.
+pub const GROUP_CONFIGS_FILE: &str = "group-configs.json";
+
+/// Every group's config overrides, by group.
+pub type GroupConfigs = BTreeMap<String, BTreeMap<String, String>>;
 
 /// One topic as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,6 +67,31 @@ pub fn load(path: &Path) -> Result<Vec<StoredTopic>, LogError> {
 /// Replaces the stored topics atomically.
 pub fn save(path: &Path, topics: Vec<StoredTopic>) -> Result<(), LogError> {
     let body = serde_json::to_vec_pretty(&TopicsFile { version: 1, topics })
+        .map_err(|e| LogError::Write(e.to_string()))?;
+    write_atomic(path, &body)
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct GroupConfigsFile {
+    version: u32,
+    groups: GroupConfigs,
+}
+
+/// Loads the stored group config overrides; a missing file means none.
+pub fn load_group_configs(path: &Path) -> Result<GroupConfigs, LogError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(GroupConfigs::new()),
+        Err(e) => return Err(LogError::Recovery(format!("{}: {e}", path.display()))),
+    };
+    let f: GroupConfigsFile = serde_json::from_str(&text)
+        .map_err(|e| LogError::Recovery(format!("{}: {e}", path.display())))?;
+    Ok(f.groups)
+}
+
+/// Replaces the stored group config overrides atomically.
+pub fn save_group_configs(path: &Path, groups: GroupConfigs) -> Result<(), LogError> {
+    let body = serde_json::to_vec_pretty(&GroupConfigsFile { version: 1, groups })
         .map_err(|e| LogError::Write(e.to_string()))?;
     write_atomic(path, &body)
 }
@@ -156,6 +189,28 @@ mod tests {
         assert_eq!(load(&path).unwrap(), vec![t]);
         std::fs::write(&path, b"{not json").unwrap();
         assert!(load(&path).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn group_configs_round_trip() {
+        let dir = std::env::temp_dir().join(format!("kelp-groups-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(GROUP_CONFIGS_FILE);
+        assert!(load_group_configs(&path).unwrap().is_empty());
+        let groups: GroupConfigs = [(
+            "g".to_string(),
+            [(
+                "share.auto.offset.reset".to_string(),
+                "earliest".to_string(),
+            )]
+            .into(),
+        )]
+        .into();
+        save_group_configs(&path, groups.clone()).unwrap();
+        assert_eq!(load_group_configs(&path).unwrap(), groups);
+        std::fs::write(&path, b"{not json").unwrap();
+        assert!(load_group_configs(&path).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
