@@ -602,7 +602,12 @@ impl Forwarder {
 
     async fn startup(&self) -> Result<usize, KelpError> {
         self.discover().await?;
-        self.sync_topics().await
+        let topics = self.sync_topics().await?;
+        // Read again with every topic refresh: a failure here only delays them.
+        if let Err(e) = self.sync_group_configs().await {
+            tracing::warn!(error = %e, "group configs not read yet");
+        }
+        Ok(topics)
     }
 }
 

@@ -14,6 +14,7 @@ pub mod cluster_records;
 pub mod envelope;
 pub mod filer_log;
 pub mod filer_offsets;
+pub mod group_configs;
 pub mod log_start;
 pub mod membership;
 pub mod ownership;

@@ -191,12 +191,16 @@ impl Forwarder {
         Ok(())
     }
 
-    /// Keeps the cluster metadata in step with SeaweedMQ's topics, forever.
+    /// Keeps the cluster metadata in step with SeaweedMQ's topics and the groups' config
+    /// overrides, forever.
     pub(super) async fn refresh_topics(self: Rc<Self>) {
         loop {
             tokio::time::sleep(self.s.topic_refresh).await;
             if let Err(e) = self.sync_topics().await {
                 tracing::debug!(error = %e, "topic refresh failed");
+            }
+            if let Err(e) = self.sync_group_configs().await {
+                tracing::debug!(error = %e, "group configs refresh failed");
             }
         }
     }

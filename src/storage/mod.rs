@@ -336,6 +336,20 @@ pub trait Engine: Send + Sync {
         Box::pin(futures::future::ready(Ok(())))
     }
 
+    /// Stores a group's config overrides (all of them; empty: none) where the engine keeps
+    /// them, for engines that keep them beside the data, shared by every node (SeaweedMQ's:
+    /// records of [`crate::cluster::group_config::SPACE`], re-read by its topic refresh).
+    /// Others keep nothing: the broker's metadata persists them (local) or holds them in
+    /// memory (memory).
+    fn set_group_configs<'a>(
+        &'a self,
+        group: &'a str,
+        configs: &'a BTreeMap<String, String>,
+    ) -> LocalBoxFuture<'a, Result<(), KelpError>> {
+        let _ = (group, configs);
+        Box::pin(futures::future::ready(Ok(())))
+    }
+
     /// Every record of `space` (SCRAM credentials, ACLs: small, cluster-wide, rarely
     /// changed), by key, where the engine keeps its data (the memory engine: in the process),
     /// shared by every Kelp node over the same storage.

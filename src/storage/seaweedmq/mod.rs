@@ -328,6 +328,22 @@ impl Engine for SeaweedMqEngine {
         Box::pin(self.fwd.set_topic_configs(name, configs.clone()))
     }
 
+    fn set_group_configs<'a>(
+        &'a self,
+        group: &'a str,
+        configs: &'a BTreeMap<String, String>,
+    ) -> LocalBoxFuture<'a, Result<(), KelpError>> {
+        Box::pin(async move {
+            let body = if configs.is_empty() {
+                None
+            } else {
+                Some(crate::cluster::group_config::encode(group, configs)?)
+            };
+            self.put_record(crate::cluster::group_config::SPACE, group, body)
+                .await
+        })
+    }
+
     fn add_partitions<'a>(
         &'a self,
         name: &'a str,
