@@ -2,7 +2,9 @@
 //! clients (kafka-python, Sarama) still send: a topic's overrides become exactly the configs
 //! given, every one validated as CreateTopics validates it; configs left out go back to
 //! their defaults. On a broker (whose configs are command-line flags, none dynamic) an empty
-//! set changes nothing and succeeds; any config given is refused.
+//! set changes nothing and succeeds; any config given is refused. A group's overrides
+//! (resource type 32; Kafka 4's controller takes them here too) become exactly those given,
+//! checked together as IncrementalAlterConfigs checks them.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +13,7 @@ use kafka_protocol::messages::alter_configs_response::{
 };
 use kafka_protocol::messages::AlterConfigsRequest;
 
-use super::incremental_alter_configs::alter_resource;
+use super::incremental_alter_configs::{alter_resource, RESOURCE_TOPIC};
 use super::{encoded, outcome_fields, RequestContext};
 use crate::cluster::topic_config;
 use crate::error::{ConnectionError, KelpError};
@@ -40,7 +42,9 @@ pub async fn handle(
                     let value = c.value.as_ref().ok_or_else(|| {
                         KelpError::InvalidRequest(format!("Null value not supported for : {key}"))
                     })?;
-                    topic_config::validate(&key, value)?;
+                    if res.resource_type == RESOURCE_TOPIC {
+                        topic_config::validate(&key, value)?;
+                    }
                     next.insert(key, value.to_string());
                 }
                 Ok(next)

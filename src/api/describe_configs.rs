@@ -1,5 +1,7 @@
 //! DescribeConfigs (key 32, v1-v4): topic configs (overrides and defaults, with the broker
-//! configs that give them) and this node's broker configs (`cluster::broker_config`).
+//! configs that give them), this node's broker configs (`cluster::broker_config`) and group
+//! configs (`cluster::group_config`: every one Kafka 4.2 knows, the group's override or the
+//! broker's value, for any group id, existing or not, as Kafka).
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult,
@@ -10,16 +12,20 @@ use kafka_protocol::messages::DescribeConfigsRequest;
 use super::{encoded, sb, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::cluster::broker_config::BrokerConfig;
+use crate::cluster::group_config::GROUP_CONFIGS;
 use crate::cluster::topic_config::{ConfigType, TOPIC_CONFIGS};
 use crate::error::{code, ConnectionError, KelpError};
 use crate::protocol::Response;
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_GROUP: i8 = 32;
 // Config sources (DescribeConfigs v1+).
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
+/// Kafka's GROUP_CONFIG (the admin client's DYNAMIC_GROUP_CONFIG).
+const SOURCE_GROUP: i8 = 8;
 
 struct Entry {
     name: String,
@@ -137,6 +143,43 @@ fn topic_entries(ctx: &RequestContext, name: &str) -> Result<Vec<Entry>, KelpErr
         .collect())
 }
 
+/// A group's configs: its overrides, else the broker's values. Kafka lists each with one
+/// synonym, itself (no broker config has a group config's name), from the group or the
+/// default.
+fn group_entries(ctx: &RequestContext, name: &str) -> Result<Vec<Entry>, KelpError> {
+    if name.is_empty() {
+        return Err(KelpError::InvalidRequest(
+            "Group name must not be empty".into(),
+        ));
+    }
+    let cluster = &ctx.shard.cluster;
+    let overrides = cluster.group_configs(name);
+    Ok(GROUP_CONFIGS
+        .iter()
+        .map(|d| {
+            let (value, source) = match overrides.get(d.name) {
+                Some(v) => (v.clone(), SOURCE_GROUP),
+                None => (
+                    cluster
+                        .group_limits
+                        .default_value(d.name)
+                        .unwrap_or_else(|| d.default.to_string()),
+                    SOURCE_DEFAULT,
+                ),
+            };
+            Entry {
+                name: d.name.into(),
+                value: Some(value.clone()),
+                source,
+                read_only: false,
+                kind: d.kind,
+                doc: d.doc,
+                synonyms: vec![(d.name.to_string(), Some(value), source)],
+            }
+        })
+        .collect())
+}
+
 /// Handles a DescribeConfigs request.
 pub fn handle(
     ctx: &RequestContext,
@@ -157,8 +200,18 @@ pub fn handle(
             RESOURCE_BROKER if !ctx.cluster_allowed(Operation::DescribeConfigs) => {
                 Err(KelpError::ClusterAuthorizationFailed)
             }
+            RESOURCE_GROUP
+                if !ctx.allowed(
+                    Operation::DescribeConfigs,
+                    ResourceType::Group,
+                    res.resource_name.as_str(),
+                ) =>
+            {
+                Err(KelpError::GroupAuthorizationFailed)
+            }
             RESOURCE_TOPIC => topic_entries(ctx, res.resource_name.as_str()),
             RESOURCE_BROKER => broker_entries(ctx, res.resource_name.as_str()),
+            RESOURCE_GROUP => group_entries(ctx, res.resource_name.as_str()),
             other => Err(KelpError::InvalidRequest(format!(
                 "unsupported resource type {other}"
             ))),

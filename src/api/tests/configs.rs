@@ -1,5 +1,6 @@
 //! DescribeConfigs and IncrementalAlterConfigs: topic overrides and defaults, broker
-//! configs, the refusals, and an altered limit taking effect on the next produce.
+//! configs, group configs, the refusals, and an altered limit taking effect on the next
+//! produce.
 
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_configs_response::{
@@ -485,6 +486,199 @@ fn broker_names_and_flag_given_topic_defaults_are_described_as_kafka() {
                 ("log.segment.bytes", Some("1048576"), 4),
                 ("log.segment.bytes", Some("1073741824"), 5)
             ]
+        );
+    });
+}
+
+const GROUP: i8 = 32;
+
+/// (value, source, synonyms) of one group config as DescribeConfigs v4 reports it.
+async fn group_config(c: &Client, group: &str, name: &str) -> (String, i8, Vec<(String, i8)>) {
+    let req = DescribeConfigsRequest::default()
+        .with_resources(vec![resource(GROUP, group, Some(&[name]))])
+        .with_include_synonyms(true);
+    let rs = c.send(4, req).await.results;
+    assert_eq!(rs[0].error_code, code::NONE, "{:?}", rs[0].error_message);
+    let e = entry(&rs[0], name);
+    assert!(!e.read_only);
+    (
+        e.value.as_deref().unwrap_or_default().to_string(),
+        e.config_source,
+        e.synonyms
+            .iter()
+            .map(|s| (s.value.as_deref().unwrap_or_default().to_string(), s.source))
+            .collect(),
+    )
+}
+
+#[test]
+fn group_configs_are_set_described_and_deleted_for_any_group() {
+    use crate::cluster::group_config::GROUP_CONFIGS;
+    run(
+        2,
+        &["--group-consumer-session-timeout-ms", "50000"],
+        |b| async move {
+            let c = &b.client;
+            // Every group config, for a group that does not exist, at every version.
+            for v in [1i16, 2, 3, 4] {
+                let rs = describe(c, v, vec![resource(GROUP, "nobody", None)]).await;
+                assert_eq!((rs[0].error_code, rs[0].resource_type), (0, GROUP));
+                assert_eq!(rs[0].configs.len(), GROUP_CONFIGS.len());
+            }
+            // The default is the broker's: its flag where Kelp has one.
+            assert_eq!(
+                group_config(c, "g", "consumer.session.timeout.ms").await,
+                ("50000".into(), 5, vec![("50000".into(), 5)])
+            );
+            assert_eq!(
+                group_config(c, "g", "share.auto.offset.reset").await,
+                ("latest".into(), 5, vec![("latest".into(), 5)])
+            );
+            let set = alter(
+                GROUP,
+                "g",
+                &[
+                    ("share.auto.offset.reset", SET, Some("earliest")),
+                    ("share.record.lock.duration.ms", SET, Some("20000")),
+                ],
+            );
+            assert_eq!(alter_codes(c, 1, true, vec![set.clone()]).await, [0]);
+            assert_eq!(group_config(c, "g", "share.auto.offset.reset").await.1, 5);
+            assert_eq!(alter_codes(c, 1, false, vec![set]).await, [0]);
+            assert_eq!(
+                group_config(c, "g", "share.auto.offset.reset").await,
+                ("earliest".into(), 8, vec![("earliest".into(), 8)])
+            );
+            assert_eq!(
+                c.shard
+                    .cluster
+                    .group_config("g", "share.record.lock.duration.ms")
+                    .as_deref(),
+                Some("20000")
+            );
+            // Refusals, each alone, and none changes anything.
+            let codes = alter_codes(
+                c,
+                0,
+                false,
+                vec![
+                    alter(
+                        GROUP,
+                        "g",
+                        &[("share.record.lock.duration.ms", SET, Some("1"))],
+                    ),
+                    alter(
+                        GROUP,
+                        "g",
+                        &[("share.record.lock.duration.ms", SET, Some("61000"))],
+                    ),
+                    alter(GROUP, "g", &[("no.such.config", SET, Some("1"))]),
+                    alter(
+                        GROUP,
+                        "g",
+                        &[("share.auto.offset.reset", SET, Some("sometime"))],
+                    ),
+                    alter(GROUP, "g", &[("share.isolation.level", APPEND, Some("x"))]),
+                    alter(GROUP, "g", &[("share.isolation.level", SET, None)]),
+                    alter(
+                        GROUP,
+                        "",
+                        &[("share.isolation.level", SET, Some("read_committed"))],
+                    ),
+                ],
+            )
+            .await;
+            assert_eq!(
+                codes,
+                [
+                    code::INVALID_CONFIG,
+                    code::INVALID_CONFIG,
+                    code::INVALID_CONFIG,
+                    code::INVALID_CONFIG,
+                    code::INVALID_CONFIG,
+                    code::INVALID_REQUEST,
+                    code::INVALID_REQUEST
+                ]
+            );
+            assert_eq!(
+                group_config(c, "g", "share.record.lock.duration.ms")
+                    .await
+                    .0,
+                "20000"
+            );
+            let rs = describe(c, 4, vec![resource(GROUP, "", None)]).await;
+            assert_eq!(rs[0].error_code, code::INVALID_REQUEST);
+            // DELETE goes back to the default; deleting an unset one is no error (Kafka).
+            let del = alter(
+                GROUP,
+                "g",
+                &[
+                    ("share.auto.offset.reset", DELETE, None),
+                    ("share.isolation.level", DELETE, None),
+                ],
+            );
+            assert_eq!(alter_codes(c, 1, false, vec![del]).await, [0]);
+            assert_eq!(
+                group_config(c, "g", "share.auto.offset.reset").await,
+                ("latest".into(), 5, vec![("latest".into(), 5)])
+            );
+            assert_eq!(
+                group_config(c, "g", "share.record.lock.duration.ms")
+                    .await
+                    .1,
+                8
+            );
+        },
+    );
+}
+
+#[test]
+fn legacy_alter_configs_replaces_a_groups_overrides() {
+    use kafka_protocol::messages::alter_configs_request::{
+        AlterConfigsResource as Legacy, AlterableConfig as LegacyConfig,
+    };
+    use kafka_protocol::messages::AlterConfigsRequest;
+    run(1, &[], |b| async move {
+        let c = &b.client;
+        let set = alter(
+            GROUP,
+            "g",
+            &[("share.isolation.level", SET, Some("read_committed"))],
+        );
+        assert_eq!(alter_codes(c, 1, false, vec![set]).await, [0]);
+        let legacy = |configs: &[(&str, &str)]| {
+            AlterConfigsRequest::default().with_resources(vec![Legacy::default()
+                .with_resource_type(GROUP)
+                .with_resource_name(sb("g"))
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            LegacyConfig::default()
+                                .with_name(sb(*k))
+                                .with_value(Some(sb(*v)))
+                        })
+                        .collect(),
+                )])
+        };
+        let bad = legacy(&[("share.heartbeat.interval.ms", "1")]);
+        assert_eq!(
+            c.send(2, bad).await.responses[0].error_code,
+            code::INVALID_CONFIG
+        );
+        let good = legacy(&[("share.heartbeat.interval.ms", "6000")]);
+        assert_eq!(c.send(2, good).await.responses[0].error_code, 0);
+        assert_eq!(
+            group_config(c, "g", "share.heartbeat.interval.ms").await.0,
+            "6000"
+        );
+        assert_eq!(
+            group_config(c, "g", "share.isolation.level").await,
+            (
+                "read_uncommitted".into(),
+                5,
+                vec![("read_uncommitted".into(), 5)]
+            )
         );
     });
 }
