@@ -4,9 +4,15 @@
 #   - Python: confluent-kafka (librdkafka), kafka-python with its codec packages, pytest,
 #     prometheus-client;
 #   - Java: kafka-clients and kafka-streams $KAFKA_VERSION and their runtime jars -> $CACHE/jars/clients;
+#   - Java: kafka-clients and kafka-tools $SHARE_KAFKA_VERSION (default 4.2.1) for the share-group
+#     (KIP-932) tests: KafkaShareConsumer and kafka-share-groups -> $CACHE/jars/clients-share;
 #   - Java: the full Apache Kafka broker (kafka_2.13, kafka-server, kafka-tools, connect-file,
 #     same version)
 #     -> $CACHE/jars/kafka, for scripts/kafka.sh and the perf comparisons;
+#   - only when asked (KELP_KAFKA_42=1, or KELP_KAFKA_BROKERS="4.2.1 ..."): the same broker at
+#     other versions -> $CACHE/jars/kafka-VERSION, for `KAFKA_VERSION=4.2.1 scripts/kafka.sh`
+#     (share groups are on by default from Kafka 4.2), which installs it itself on first use with
+#       scripts/install-deps.sh --kafka-broker VERSION   # that broker's jars only, nothing else
 #   - kafkajs (npm ci from tests/node/package-lock.json) and franz-go modules (Go proxy);
 #   - SeaweedFS's weed 4.48 (scripts/seaweedfs.sh install), for --storage seaweedmq;
 #   - the Rust toolchain pinned in rust-toolchain.toml (with rustfmt and clippy);
@@ -16,8 +22,69 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${KELP_CACHE:-$HOME/.cache/kelp}"
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
+# The share-group (KIP-932) tests' Java client and kafka-share-groups (Kafka 4.2: share groups on).
+SHARE_KAFKA_VERSION="${SHARE_KAFKA_VERSION:-4.2.1}"
 mkdir -p "$CACHE"
 log() { echo "install-deps: $*"; }
+
+# copy_jars POM DIR WHAT VERSION JAR...: skipped when every JAR (a file name) is in DIR; otherwise
+# resolves POM's runtime dependencies at Kafka VERSION and syncs DIR to exactly that set
+# of jars (a stale version left on a 'DIR/*' class path would be a silent mess). DIR itself stays,
+# so a broker running from it keeps its open jars; perf/install.sh fills the same kafka dir.
+# MVN_ARGS (an array, empty by default) goes to Maven as well.
+MVN_ARGS=()
+copy_jars() {
+  local pom="$1" dir="$2" what="$3" version="$4"
+  shift 4
+  local missing=0 j
+  for j in "$@"; do
+    [ -f "$dir/$j" ] || missing=1
+  done
+  if [ "$missing" = 0 ]; then
+    log "maven: $what $version present in $dir"
+    return
+  fi
+  if ! command -v mvn >/dev/null 2>&1; then
+    log "mvn not found: apt-get install maven (needed for $what)" >&2
+    return 1
+  fi
+  log "maven: $what $version -> $dir"
+  local tmp="$dir.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$tmp" "$dir"
+  mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies -Dkafka.version="$version" \
+    ${MVN_ARGS[@]+"${MVN_ARGS[@]}"} -DoutputDirectory="$tmp" -DincludeScope=runtime </dev/null 2>&1 | sed 's/\x1b\[[0-9;]*m//g'
+  for j in "$dir"/*.jar; do
+    [ -e "$j" ] || continue
+    [ -f "$tmp/$(basename "$j")" ] || rm -f "$j"
+  done
+  cp -p "$tmp"/*.jar "$dir"/
+  rm -rf "$tmp"
+  log "maven: $(ls "$dir"/*.jar | wc -l) jars in $dir"
+}
+
+# The full Apache Kafka broker at VERSION into DIR (scripts/maven/kafka-pom.xml), with Connect's
+# file connectors (the Connect e2e) unless a 3rd argument says "broker-only".
+kafka_broker_jars() {
+  local version="$1" dir="$2" only="${3:-}"
+  local jars=("kafka_2.13-$version.jar" "kafka-server-$version.jar" "kafka-tools-$version.jar"
+              "kafka-clients-$version.jar" log4j-slf4j-impl-2.24.3.jar "connect-runtime-$version.jar")
+  if [ "$only" = "broker-only" ]; then
+    MVN_ARGS=(-Dkafka.broker.only=true)
+  else
+    jars+=("connect-file-$version.jar")
+  fi
+  copy_jars scripts/maven/kafka-pom.xml "$dir" "Apache Kafka broker" "$version" "${jars[@]}"
+  MVN_ARGS=()
+}
+
+# scripts/install-deps.sh --kafka-broker VERSION: only that broker's jars, in $CACHE/jars/kafka-VERSION
+# (what scripts/kafka.sh runs for KAFKA_VERSION=VERSION when it is not the default's version).
+if [ "${1:-}" = "--kafka-broker" ]; then
+  [ -n "${2:-}" ] || { echo "usage: $0 --kafka-broker VERSION" >&2; exit 2; }
+  kafka_broker_jars "$2" "$CACHE/jars/kafka-$2" broker-only
+  exit 0
+fi
 
 # --- kcat (apt) -------------------------------------------------------------------------------
 if command -v kcat >/dev/null 2>&1; then
@@ -48,46 +115,21 @@ else
 fi
 
 # --- Java jars (Maven Central) ----------------------------------------------------------------
-# copy_jars POM DIR WHAT JAR...: skipped when every JAR (a file name at KAFKA_VERSION) is in DIR;
-# otherwise resolves POM's runtime dependencies at KAFKA_VERSION and syncs DIR to exactly that set
-# of jars (a stale version left on a 'DIR/*' class path would be a silent mess). DIR itself stays,
-# so a broker running from it keeps its open jars; perf/install.sh fills the same kafka dir.
-copy_jars() {
-  local pom="$1" dir="$2" what="$3"
-  shift 3
-  local missing=0 j
-  for j in "$@"; do
-    [ -f "$dir/$j" ] || missing=1
-  done
-  if [ "$missing" = 0 ]; then
-    log "maven: $what $KAFKA_VERSION present in $dir"
-    return
-  fi
-  if ! command -v mvn >/dev/null 2>&1; then
-    log "mvn not found: apt-get install maven (needed for $what)" >&2
-    return 1
-  fi
-  log "maven: $what $KAFKA_VERSION -> $dir"
-  local tmp="$dir.tmp.$$"
-  rm -rf "$tmp"
-  mkdir -p "$tmp" "$dir"
-  mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies -Dkafka.version="$KAFKA_VERSION" \
-    -DoutputDirectory="$tmp" -DincludeScope=runtime </dev/null 2>&1 | sed 's/\x1b\[[0-9;]*m//g'
-  for j in "$dir"/*.jar; do
-    [ -e "$j" ] || continue
-    [ -f "$tmp/$(basename "$j")" ] || rm -f "$j"
-  done
-  cp -p "$tmp"/*.jar "$dir"/
-  rm -rf "$tmp"
-  log "maven: $(ls "$dir"/*.jar | wc -l) jars in $dir"
-}
-copy_jars scripts/maven/clients-pom.xml "$CACHE/jars/clients" "kafka-clients" \
+copy_jars scripts/maven/clients-pom.xml "$CACHE/jars/clients" "kafka-clients" "$KAFKA_VERSION" \
   "kafka-clients-$KAFKA_VERSION.jar" "kafka-streams-$KAFKA_VERSION.jar" jackson-databind-2.19.0.jar \
   jose4j-0.9.6.jar
-copy_jars scripts/maven/kafka-pom.xml "$CACHE/jars/kafka" "Apache Kafka broker" \
-  "kafka_2.13-$KAFKA_VERSION.jar" "kafka-server-$KAFKA_VERSION.jar" "kafka-tools-$KAFKA_VERSION.jar" \
-  "kafka-clients-$KAFKA_VERSION.jar" log4j-slf4j-impl-2.24.3.jar "connect-file-$KAFKA_VERSION.jar" \
-  "connect-runtime-$KAFKA_VERSION.jar"
+copy_jars scripts/maven/clients-share-pom.xml "$CACHE/jars/clients-share" \
+  "kafka-clients + kafka-tools (share groups)" "$SHARE_KAFKA_VERSION" \
+  "kafka-clients-$SHARE_KAFKA_VERSION.jar" "kafka-tools-$SHARE_KAFKA_VERSION.jar" slf4j-simple-1.7.36.jar
+kafka_broker_jars "$KAFKA_VERSION" "$CACHE/jars/kafka"
+# More broker versions only when asked (CI needs none): KELP_KAFKA_42=1 adds 4.2.1.
+extra_brokers="${KELP_KAFKA_BROKERS:-}"
+if [ "${KELP_KAFKA_42:-0}" = "1" ]; then
+  extra_brokers="$extra_brokers 4.2.1"
+fi
+for v in $extra_brokers; do
+  [ "$v" = "$KAFKA_VERSION" ] || kafka_broker_jars "$v" "$CACHE/jars/kafka-$v" broker-only
+done
 
 # --- Node and Go clients ----------------------------------------------------------------------
 if command -v npm >/dev/null 2>&1 && [ -d tests/node ]; then

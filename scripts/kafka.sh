@@ -8,8 +8,15 @@
 #                                   # 127.0.0.1:PORT+1; fresh storage; returns once it answers
 #   scripts/kafka.sh stop [PORT]    # stops it by its PID file and removes its data
 #   scripts/kafka.sh status [PORT]
+#   scripts/kafka.sh restart [PORT]  # stops it and starts it again on the same data
 #
 #   KELP_BOOTSTRAP=127.0.0.1:19092 python3 -m pytest -v tests/e2e   # the suite against Kafka
+#
+# KAFKA_VERSION picks the release (default: the one in jars/kafka, 4.1.1 as scripts/install-deps.sh
+# installs it). Another version runs from jars/kafka-VERSION, installed on first use by
+# `scripts/install-deps.sh --kafka-broker VERSION` (broker jars only), e.g. share groups (KIP-932),
+# on by default from 4.2:
+#   KAFKA_VERSION=4.2.1 scripts/kafka.sh start 19592
 #
 # Environment: KAFKA_HEAP_OPTS (default -Xms512m -Xmx1g), KAFKA_CONTROLLER_PORT,
 # KAFKA_RUN_DIR (default ${TMPDIR:-/tmp}/kelp-kafka-PORT: config, data, kafka.log, kafka.pid),
@@ -19,6 +26,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${KELP_CACHE:-$HOME/.cache/kelp}"
 JARS="$CACHE/jars/kafka"
+# KAFKA_VERSION other than the default dir's: its own dir (filled on start when missing).
+if [ -n "${KAFKA_VERSION:-}" ] && [ ! -f "$JARS/kafka_2.13-$KAFKA_VERSION.jar" ]; then
+  JARS="$CACHE/jars/kafka-$KAFKA_VERSION"
+fi
 
 CMD="${1:-}"
 PORT="${2:-19092}"
@@ -29,7 +40,7 @@ LOG="$RUN/kafka.log"
 log() { echo "kafka.sh: $*"; }
 
 usage() {
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -72,10 +83,16 @@ port_in_use() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
+# start [keep]: "keep" starts on the run dir's existing config and data (restart).
 start() {
+  local keep="${1:-}"
   if pid="$(running_pid)"; then
     log "already running (pid $pid) on 127.0.0.1:$PORT"
     return 0
+  fi
+  if [ "$JARS" != "$CACHE/jars/kafka" ] && ! ls "$JARS"/kafka_2.13-*.jar >/dev/null 2>&1; then
+    log "installing Kafka $KAFKA_VERSION's jars into $JARS"
+    scripts/install-deps.sh --kafka-broker "$KAFKA_VERSION" >&2
   fi
   if ! ls "$JARS"/kafka_2.13-*.jar >/dev/null 2>&1; then
     log "no Kafka jars in $JARS: run scripts/install-deps.sh first" >&2
@@ -87,8 +104,13 @@ start() {
       exit 1
     fi
   done
+  if [ "$keep" = "keep" ] && [ -f "$RUN/server.properties" ]; then
+    start_jvm
+    return
+  fi
   rm -rf "$RUN"
   mkdir -p "$RUN/data"
+  echo "$JARS" >"$RUN/jars-dir"  # restart runs the same release on this data
   cat >"$RUN/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
@@ -124,25 +146,35 @@ logger.kafka-request.level = WARN
 logger.state-change.name = state.change.logger
 logger.state-change.level = WARN
 EOF
-  local heap="${KAFKA_HEAP_OPTS:--Xms512m -Xmx1g}"
-  local jvm=(-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
-             -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
-             "-Dlog4j2.configurationFile=$RUN/log4j2.properties")
-  local cp="$JARS/*"
+  local cluster_id
+  cluster_id="$(java -cp "$JARS/*" "${JVM[@]}" kafka.tools.StorageTool random-uuid 2>>"$LOG" | tail -1)"
+  log "formatting $RUN/data (cluster id $cluster_id, Kafka $(jar_version))"
+  java -cp "$JARS/*" "${JVM[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
+    -c "$RUN/server.properties" >>"$LOG" 2>&1 || { tail -30 "$LOG" >&2; exit 1; }
+  start_jvm
+}
+
+JVM=(-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
+     -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
+     "-Dlog4j2.configurationFile=$RUN/log4j2.properties")
+
+jar_version() {
   local version
   version="$(basename "$(ls "$JARS"/kafka_2.13-*.jar | head -1)" .jar)"
-  version="${version#kafka_2.13-}"
+  echo "${version#kafka_2.13-}"
+}
 
-  local cluster_id
-  cluster_id="$(java -cp "$cp" "${jvm[@]}" kafka.tools.StorageTool random-uuid 2>>"$LOG" | tail -1)"
-  log "formatting $RUN/data (cluster id $cluster_id, Kafka $version)"
-  java -cp "$cp" "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
-    -c "$RUN/server.properties" >>"$LOG" 2>&1 || { tail -30 "$LOG" >&2; exit 1; }
+# Starts the broker on the run dir's config and formatted data; returns once it answers.
+start_jvm() {
+  local heap="${KAFKA_HEAP_OPTS:--Xms512m -Xmx1g}"
+  local cp="$JARS/*"
+  local version
+  version="$(jar_version)"
 
   log "starting Kafka $version on 127.0.0.1:$PORT (controller 127.0.0.1:$CPORT), log $LOG"
   # setsid: its own session, so the caller's terminal or job control never signals it.
   # shellcheck disable=SC2086
-  setsid java $heap "${jvm[@]}" -cp "$cp" kafka.Kafka "$RUN/server.properties" \
+  setsid java $heap "${JVM[@]}" -cp "$cp" kafka.Kafka "$RUN/server.properties" \
     >>"$LOG" 2>&1 </dev/null &
   local pid=$!
   echo "$pid" >"$PIDFILE"
@@ -201,9 +233,22 @@ status() {
   fi
 }
 
+restart() {
+  if ! running_pid >/dev/null; then
+    log "not running on port $PORT: nothing to restart" >&2
+    exit 1
+  fi
+  if [ -z "${KAFKA_VERSION:-}" ] && [ -f "$RUN/jars-dir" ]; then
+    JARS="$(cat "$RUN/jars-dir")"
+  fi
+  KAFKA_KEEP_DATA=1 stop
+  start keep
+}
+
 case "$CMD" in
   start) start ;;
   stop) stop ;;
+  restart) restart ;;
   status) status ;;
   *) usage ;;
 esac
