@@ -69,6 +69,10 @@ MESSAGES = [
     ("LIST_PARTITION_REASSIGNMENTS", "ListPartitionReassignmentsRequest"),
     ("CONSUMER_GROUP_HEARTBEAT", "ConsumerGroupHeartbeatRequest"),
     ("CONSUMER_GROUP_DESCRIBE", "ConsumerGroupDescribeRequest"),
+    ("SHARE_GROUP_HEARTBEAT", "ShareGroupHeartbeatRequest"),
+    ("SHARE_GROUP_DESCRIBE", "ShareGroupDescribeRequest"),
+    ("SHARE_FETCH", "ShareFetchRequest"),
+    ("SHARE_ACKNOWLEDGE", "ShareAcknowledgeRequest"),
     ("CONSUMER_PROTOCOL_SUBSCRIPTION", "ConsumerProtocolSubscription"),
 ]
 

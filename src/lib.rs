@@ -24,6 +24,5 @@ pub mod protocol;
 pub mod record;
 pub mod server;
 pub mod shard;
-pub mod share;
 pub mod storage;
 pub mod txn;

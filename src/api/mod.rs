@@ -49,6 +49,10 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
+pub mod share_acknowledge;
+pub mod share_fetch;
+pub mod share_group_describe;
+pub mod share_group_heartbeat;
 pub mod sync_group;
 pub mod txn;
 pub mod txn_offset_commit;
@@ -274,6 +278,10 @@ pub async fn dispatch(
         Request::ConsumerGroupDescribe(r) => {
             consumer_group_describe::handle(&ctx, r).await.map(Some)
         }
+        Request::ShareGroupHeartbeat(r) => share_group_heartbeat::handle(&ctx, r).await.map(Some),
+        Request::ShareGroupDescribe(r) => share_group_describe::handle(&ctx, r).await.map(Some),
+        Request::ShareFetch(r) => share_fetch::handle(&ctx, r).await.map(Some),
+        Request::ShareAcknowledge(r) => share_acknowledge::handle(&ctx, r).await.map(Some),
         Request::ElectLeaders(r) => elect_leaders::handle(&ctx, r).map(Some),
         Request::AlterPartitionReassignments(r) => {
             alter_partition_reassignments::handle(&ctx, r).map(Some)

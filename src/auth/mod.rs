@@ -65,7 +65,15 @@ pub struct Session {
     /// Set when the connection must close once the responses so far are written (a failed
     /// authentication).
     closing: Cell<bool>,
+    /// This connection's id, unique in the process: share sessions belong to it.
+    pub id: u64,
+    /// Share groups this connection opened share sessions of: told when it closes, so
+    /// their members' records are released at once (KIP-932), not when locks expire.
+    pub share_groups: RefCell<std::collections::BTreeSet<String>>,
 }
+
+/// Connection ids handed out so far.
+static CONNECTION_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// What a SaslAuthenticate step ends with, for its response.
 #[derive(Debug, PartialEq, Eq)]
@@ -108,6 +116,8 @@ impl Session {
             certificate: RefCell::new(None),
             principal: RefCell::new(Rc::from(ANONYMOUS)),
             closing: Cell::new(false),
+            id: CONNECTION_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            share_groups: RefCell::new(std::collections::BTreeSet::new()),
         }
     }
 

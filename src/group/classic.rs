@@ -32,6 +32,8 @@ pub struct GroupConfig {
     pub max_session_timeout_ms: i32,
     /// Settings of KIP-848 consumer groups.
     pub consumer: super::consumer::ConsumerConfig,
+    /// Settings of KIP-932 share groups.
+    pub share: crate::group::share::coordinator::ShareSettings,
 }
 
 impl Default for GroupConfig {
@@ -41,6 +43,7 @@ impl Default for GroupConfig {
             min_session_timeout_ms: 6000,
             max_session_timeout_ms: 1_800_000,
             consumer: super::consumer::ConsumerConfig::default(),
+            share: crate::group::share::coordinator::ShareSettings::default(),
         }
     }
 }

@@ -10,6 +10,7 @@ fn cfg() -> GroupConfig {
         min_session_timeout_ms: 1000,
         max_session_timeout_ms: 60_000,
         consumer: Default::default(),
+        share: Default::default(),
     }
 }
 

@@ -18,6 +18,8 @@ use super::messages::{
 use super::offsets::{CommittedOffset, OffsetStore, TopicPartition};
 use super::state::GroupState;
 use crate::error::KelpError;
+use crate::group::share::coordinator::ShareCoordinator;
+use crate::group::share::messages::ShareHeartbeatIn;
 
 /// Largest offset commit metadata accepted (offset.metadata.max.bytes).
 pub const MAX_METADATA_BYTES: usize = 4096;
@@ -40,6 +42,8 @@ pub struct Coordinator {
     /// Offsets transactional producers committed (TxnOffsetCommit), by group and producer
     /// id, waiting for their transaction's end.
     pending: RefCell<HashMap<String, HashMap<i64, Vec<PendingOffset>>>>,
+    /// KIP-932 share groups; an id is a share group or one of the others, never both.
+    pub shares: ShareCoordinator,
 }
 
 /// One partition's offset a transaction holds.
@@ -54,6 +58,7 @@ impl Coordinator {
             consumers: RefCell::new(HashMap::new()),
             sweep: std::cell::Cell::new(0),
             idle: RefCell::new(std::collections::HashSet::new()),
+            shares: ShareCoordinator::new(config.share, offsets.clone()),
             offsets,
             pending: RefCell::new(HashMap::new()),
         }
@@ -72,6 +77,7 @@ impl Coordinator {
     fn exists(&self, id: &str) -> bool {
         self.groups.borrow().contains_key(id)
             || self.consumers.borrow().contains_key(id)
+            || self.shares.is_share(id)
             || !self.offsets.fetch_all(id).is_empty()
     }
 
@@ -178,6 +184,24 @@ impl Coordinator {
     /// Answers one request for a group owned by this shard.
     pub async fn handle(&self, req: GroupRequest) -> GroupReply {
         let now = Instant::now();
+        // A share group's id is not a consumer group's (Kafka: "Group X is not a consumer
+        // group.").
+        let consumerish = matches!(
+            req,
+            GroupRequest::ConsumerHeartbeat(..)
+                | GroupRequest::ConsumerDescribe(_)
+                | GroupRequest::Commit(..)
+                | GroupRequest::Fetch(..)
+                | GroupRequest::DeleteOffsets(..)
+                | GroupRequest::TxnCommit(..)
+        );
+        if let Some(g) = req
+            .group_id()
+            .filter(|g| consumerish && self.shares.is_share(g))
+        {
+            let e = KelpError::GroupProtocolMismatch(g.to_string(), "consumer");
+            return req.refuse(e);
+        }
         match req {
             GroupRequest::Join(g, r) => {
                 if g.is_empty() {
@@ -187,7 +211,7 @@ impl Coordinator {
                     ));
                 }
                 let member_id = r.member_id.clone();
-                if self.consumer_has_members(&g) {
+                if self.consumer_has_members(&g) || self.shares.is_share(&g) {
                     return GroupReply::Join(JoinResponse::failed(
                         KelpError::InconsistentGroupProtocol,
                         member_id,
@@ -226,9 +250,19 @@ impl Coordinator {
                             .collect())
                     }),
             ),
-            GroupRequest::Describe(g) if self.consumers.borrow().contains_key(&g) => {
+            GroupRequest::Describe(g)
+                if self.consumers.borrow().contains_key(&g) || self.shares.is_share(&g) =>
+            {
                 GroupReply::Describe(Err(KelpError::GroupProtocolMismatch(g, "classic")))
             }
+            GroupRequest::ShareHeartbeat(g, r) => {
+                GroupReply::ShareHeartbeat(self.share_heartbeat(&g, *r, now))
+            }
+            GroupRequest::ShareDescribe(g) => GroupReply::ShareDescribe(
+                self.shares.describe(&g).ok_or(KelpError::GroupIdNotFound),
+            ),
+            // Served by the shard, which reads the partitions (`shard::share`).
+            GroupRequest::ShareFetch(..) | GroupRequest::ShareClosed(..) => GroupReply::Unavailable,
             GroupRequest::ConsumerHeartbeat(g, r) => {
                 GroupReply::ConsumerHeartbeat(self.consumer_heartbeat(&g, *r, now))
             }
@@ -270,6 +304,36 @@ impl Coordinator {
         }
     }
 
+    /// A ShareGroupHeartbeat: refused for an id a classic or consumer group holds (with
+    /// members or committed offsets).
+    fn share_heartbeat(
+        &self,
+        id: &str,
+        r: ShareHeartbeatIn,
+        now: Instant,
+    ) -> Result<crate::group::share::group::ShareHeartbeatOut, KelpError> {
+        if id.is_empty() {
+            return Err(KelpError::InvalidRequest("GroupId can't be empty.".into()));
+        }
+        let other = self.classic_has_members(id)
+            || self.consumer_has_members(id)
+            || self
+                .offsets
+                .fetch_all(id)
+                .iter()
+                .any(|((t, _), _)| crate::group::share::state::topic_of(t).is_none());
+        if other {
+            return Err(KelpError::GroupProtocolMismatch(id.to_string(), "share"));
+        }
+        let hb = crate::group::share::group::ShareHeartbeat {
+            member_id: &r.member_id,
+            member_epoch: r.member_epoch,
+            rack_id: r.rack_id,
+            topic_names: r.topic_names,
+        };
+        self.shares.heartbeat(id, hb, r.topics.as_ref(), now)
+    }
+
     /// Every group on this shard, including groups that only have committed offsets.
     pub fn list(&self) -> Vec<GroupListing> {
         let groups = self.groups.borrow();
@@ -290,8 +354,16 @@ impl Coordinator {
             state: g.state(),
             group_type: "consumer",
         }));
+        let shares = self.shares.listed();
+        out.extend(shares.iter().map(|(id, members)| GroupListing {
+            group_id: id.clone(),
+            protocol_type: "share".to_string(),
+            state: if *members { "Stable" } else { "Empty" },
+            group_type: "share",
+        }));
         for id in self.offsets.groups() {
-            if !groups.contains_key(&id) && !consumers.contains_key(&id) {
+            let share = shares.iter().any(|(s, _)| *s == id);
+            if !groups.contains_key(&id) && !consumers.contains_key(&id) && !share {
                 out.push(GroupListing {
                     group_id: id,
                     protocol_type: String::new(),
@@ -310,11 +382,13 @@ impl Coordinator {
         let non_empty = self
             .with_group(id, false, |g| !g.is_empty())
             .or_else(|| self.with_consumer(id, |g| !g.is_empty()))
-            .unwrap_or(false);
+            .unwrap_or(false)
+            || self.shares.has_members(id);
         if non_empty {
             return Err(KelpError::NonEmptyGroup);
         }
         self.consumers.borrow_mut().remove(id);
+        self.shares.forget_group(id);
         if let Some(mut g) = self.groups.borrow_mut().remove(id) {
             g.kill();
         }

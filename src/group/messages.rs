@@ -266,6 +266,14 @@ pub enum GroupRequest {
     ConsumerDescribe(String),
     /// TxnOffsetCommit to group `.0`.
     TxnCommit(String, TxnCommitRequest),
+    /// ShareGroupHeartbeat (KIP-932) to share group `.0`.
+    ShareHeartbeat(String, Box<crate::group::share::messages::ShareHeartbeatIn>),
+    /// ShareGroupDescribe for one group.
+    ShareDescribe(String),
+    /// ShareFetch or ShareAcknowledge to share group `.0`.
+    ShareFetch(String, Box<crate::group::share::messages::ShareFetchIn>),
+    /// A connection that opened share sessions of group `.0` closed: its id.
+    ShareClosed(String, u64),
     /// A transaction that committed offsets of a group ended: its offsets become the
     /// group's (commit) or are dropped.
     TxnOutcome {
@@ -296,7 +304,10 @@ impl GroupRequest {
             ConsumerHeartbeat(..) => GroupReply::ConsumerHeartbeat(Err(error)),
             ConsumerDescribe(_) => GroupReply::ConsumerDescribe(Err(error)),
             TxnCommit(..) => GroupReply::Commit(Err(error)),
-            TxnOutcome { .. } => GroupReply::Done(Err(error)),
+            TxnOutcome { .. } | ShareClosed(..) => GroupReply::Done(Err(error)),
+            ShareHeartbeat(..) => GroupReply::ShareHeartbeat(Err(error)),
+            ShareDescribe(_) => GroupReply::ShareDescribe(Err(error)),
+            ShareFetch(..) => GroupReply::ShareFetch(Err(error)),
         }
     }
 
@@ -316,6 +327,10 @@ impl GroupRequest {
             | ConsumerHeartbeat(g, _)
             | ConsumerDescribe(g)
             | TxnCommit(g, _)
+            | ShareHeartbeat(g, _)
+            | ShareDescribe(g)
+            | ShareFetch(g, _)
+            | ShareClosed(g, _)
             | TxnOutcome { group_id: g, .. } => Some(g),
             List => None,
         }
@@ -354,6 +369,12 @@ pub enum GroupReply {
     ConsumerHeartbeat(Result<HeartbeatOut, KelpError>),
     /// To [`GroupRequest::ConsumerDescribe`].
     ConsumerDescribe(Result<Description, KelpError>),
+    /// To [`GroupRequest::ShareHeartbeat`].
+    ShareHeartbeat(Result<crate::group::share::group::ShareHeartbeatOut, KelpError>),
+    /// To [`GroupRequest::ShareDescribe`].
+    ShareDescribe(Result<crate::group::share::coordinator::ShareDescription, KelpError>),
+    /// To [`GroupRequest::ShareFetch`].
+    ShareFetch(Result<crate::group::share::messages::ShareFetchOut, KelpError>),
     /// The coordinator could not be reached.
     Unavailable,
 }

@@ -30,6 +30,10 @@ use kafka_protocol::messages::{
     DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest, SaslAuthenticateRequest,
     SaslHandshakeRequest,
 };
+use kafka_protocol::messages::{
+    ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+};
 use kafka_protocol::protocol::Decodable;
 
 use super::produce_request::{self, ProduceRequest};
@@ -115,6 +119,10 @@ requests! {
     ListPartitionReassignments(ListPartitionReassignmentsRequest) = LIST_PARTITION_REASSIGNMENTS,
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest) = CONSUMER_GROUP_HEARTBEAT,
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest) = CONSUMER_GROUP_DESCRIBE,
+    ShareGroupHeartbeat(ShareGroupHeartbeatRequest) = SHARE_GROUP_HEARTBEAT,
+    ShareGroupDescribe(ShareGroupDescribeRequest) = SHARE_GROUP_DESCRIBE,
+    ShareFetch(ShareFetchRequest) = SHARE_FETCH,
+    ShareAcknowledge(ShareAcknowledgeRequest) = SHARE_ACKNOWLEDGE,
 }
 
 /// Parses a whole request frame (without its length prefix), as a connection does.

@@ -113,6 +113,14 @@ pub mod key {
     pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
     /// ConsumerGroupDescribe (KIP-848): consumer groups' epochs, members and assignments.
     pub const CONSUMER_GROUP_DESCRIBE: i16 = 69;
+    /// ShareGroupHeartbeat (KIP-932): share group members join, beat and leave.
+    pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
+    /// ShareGroupDescribe (KIP-932): share groups' members and assignments.
+    pub const SHARE_GROUP_DESCRIBE: i16 = 77;
+    /// ShareFetch (KIP-932): acquire records of a share group, acknowledging others.
+    pub const SHARE_FETCH: i16 = 78;
+    /// ShareAcknowledge (KIP-932): acknowledge acquired records.
+    pub const SHARE_ACKNOWLEDGE: i16 = 79;
 }
 
 /// Everything ApiVersions advertises, in api key order. Minimums follow Kafka 4 (KIP-896
@@ -457,6 +465,34 @@ pub const SUPPORTED: &[ApiSupport] = &[
         key: key::CONSUMER_GROUP_DESCRIBE,
         name: "ConsumerGroupDescribe",
         min: 0,
+        max: 1,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::SHARE_GROUP_HEARTBEAT,
+        name: "ShareGroupHeartbeat",
+        min: 1,
+        max: 1,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::SHARE_GROUP_DESCRIBE,
+        name: "ShareGroupDescribe",
+        min: 1,
+        max: 1,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::SHARE_FETCH,
+        name: "ShareFetch",
+        min: 1,
+        max: 1,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::SHARE_ACKNOWLEDGE,
+        name: "ShareAcknowledge",
+        min: 1,
         max: 1,
         first_flexible: 0,
     },

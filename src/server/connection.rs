@@ -101,6 +101,7 @@ pub async fn accept_loop(
         let (shard, memory, rules) = (shard.clone(), memory.clone(), rules.clone());
         let session = Rc::new(Session::new(&peer, listener.clone(), Some(sasl.clone())));
         glommio::spawn_local(async move {
+            let session_of_conn = session.clone();
             shard.connections.set(shard.connections.get() + 1);
             shard.stats.connections.fetch_add(1, Ordering::Relaxed);
             let served = match tls {
@@ -124,6 +125,7 @@ pub async fn accept_loop(
                 Err(e) => tracing::warn!(%peer, shard = shard.id, error = %e, "closing connection"),
             }
             OPEN.with(|o| o.borrow_mut().remove(&fd));
+            crate::api::share_fetch::connection_closed(&shard, &session_of_conn).await;
             shard.connections.set(shard.connections.get() - 1);
             shard.stats.connections.fetch_sub(1, Ordering::Relaxed);
         })

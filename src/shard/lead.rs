@@ -148,7 +148,14 @@ impl Shard {
             GroupRequest::TxnCommit(g, r) => Some((g.clone(), r.producer_id)),
             _ => None,
         };
-        let reply = self.groups.handle(req).await;
+        let reply = match req {
+            GroupRequest::ShareFetch(g, r) => GroupReply::ShareFetch(self.share_fetch(g, *r).await),
+            GroupRequest::ShareClosed(_, connection) => {
+                self.share_closed(connection).await;
+                GroupReply::Done(Ok(()))
+            }
+            req => self.groups.handle(req).await,
+        };
         match (held_by, reply) {
             // A transaction's offsets are stored until it ends, so a restart keeps them.
             (Some((group, producer_id)), GroupReply::Commit(Ok(results))) => {

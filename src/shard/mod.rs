@@ -11,6 +11,7 @@
 mod lead;
 pub mod ops;
 pub mod security;
+pub mod share;
 pub mod storage;
 pub mod topics;
 pub mod txn;
@@ -132,6 +133,7 @@ impl Shard {
                         ),
                         max_size: config.group_consumer_max_size.max(1),
                     },
+                    share: Default::default(),
                 },
                 offsets,
             ),
@@ -456,9 +458,16 @@ impl Shard {
     /// node took over, forever.
     pub async fn run_group_timers(self: Rc<Self>) {
         let (mut led, mut placed) = (0, 0);
+        let mut ticks: u32 = 0;
         loop {
             glommio::timer::sleep(GROUP_TICK).await;
             self.groups.tick(Instant::now());
+            // Record locks last seconds: looked at every tenth tick; idle share groups'
+            // state leaves memory about every ten seconds.
+            ticks = ticks.wrapping_add(1);
+            if ticks.is_multiple_of(10) {
+                self.share_tick(ticks.is_multiple_of(200)).await;
+            }
             // Partitions and groups another node took over free their state here, not on
             // next use.
             led = self.drop_unled(led);

@@ -48,7 +48,7 @@ import kwire
 from conftest import require
 
 SHARE_JARS = conftest.CACHE / "jars/clients-share"
-SHARE_GROUP_HEARTBEAT, SHARE_FETCH = 76, 78
+SHARE_GROUP_HEARTBEAT, SHARE_FETCH, DESCRIBE_SHARE_GROUP_OFFSETS = 76, 78, 90
 TOOL = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 # Kafka's group configs: records produced before the group's first fetch are for it
 # (share.auto.offset.reset's default, latest, would skip them).
@@ -72,14 +72,16 @@ def finalized_features(api_versions):
 
 def serves_share_groups(bootstrap):
     """Whether the broker serves share groups: it advertises ShareGroupHeartbeat (76) and
-    ShareFetch (78) v1, and, if it is a KRaft Apache Kafka (metadata.version finalized), has
+    ShareFetch (78) v1 and DescribeShareGroupOffsets (90), and, if it is a KRaft Apache Kafka (metadata.version finalized), has
     share.version >= 1 finalized: Kafka 4.1 advertises the APIs with share groups off (no
     share.version), answering them UNSUPPORTED_VERSION; 4.2 finalizes share.version 1."""
     if bootstrap not in _advertised:
         r = kwire.api_versions(bootstrap, 3)
         apis, features = r["apis"], finalized_features(r)
-        _advertised[bootstrap] = all(k in apis and apis[k][0] <= 1 <= apis[k][1]
-                                     for k in (SHARE_GROUP_HEARTBEAT, SHARE_FETCH)) \
+        # kafka-share-groups --describe needs DescribeShareGroupOffsets (90) too.
+        wanted = ((SHARE_GROUP_HEARTBEAT, 1), (SHARE_FETCH, 1), (DESCRIBE_SHARE_GROUP_OFFSETS, 0))
+        _advertised[bootstrap] = all(k in apis and apis[k][0] <= v <= apis[k][1]
+                                     for k, v in wanted) \
             and (features.get("share.version", 0) >= 1 or "metadata.version" not in features)
     return _advertised[bootstrap]
 

@@ -17,6 +17,7 @@ mod offsets;
 mod produce;
 mod replicas;
 mod security;
+mod share_groups;
 mod topics;
 mod txn;
 

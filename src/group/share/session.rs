@@ -166,6 +166,11 @@ impl ShareSessions {
         Ok(s)
     }
 
+    /// The groups with at least one session.
+    pub fn groups(&self) -> impl Iterator<Item = &str> {
+        self.sessions.keys().map(|(g, _)| g.as_str())
+    }
+
     /// Drops the sessions `connection` opened: (group, member, partitions) of each, for the
     /// caller to release the members' records.
     pub fn connection_closed(

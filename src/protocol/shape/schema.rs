@@ -1040,6 +1040,124 @@ pub static CONSUMER_GROUP_DESCRIBE: Message = Message {
     ],
 };
 
+/// `ShareGroupHeartbeatRequest` (valid versions 1, flexible 0+).
+pub static SHARE_GROUP_HEARTBEAT: Message = Message {
+    name: "ShareGroupHeartbeatRequest",
+    api_key: 76,
+    valid: V(1, 1),
+    flexible: V(0, MAX),
+    fields: &[
+        f("GroupId", Kind::String, V(0, MAX)),
+        f("MemberId", Kind::String, V(0, MAX)),
+        f("MemberEpoch", Kind::Int32, V(0, MAX)),
+        f("RackId", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+        f(
+            "SubscribedTopicNames",
+            Kind::Array(&Kind::String),
+            V(0, MAX),
+        )
+        .nullable(V(0, MAX)),
+    ],
+};
+
+/// `ShareGroupDescribeRequest` (valid versions 1, flexible 0+).
+pub static SHARE_GROUP_DESCRIBE: Message = Message {
+    name: "ShareGroupDescribeRequest",
+    api_key: 77,
+    valid: V(1, 1),
+    flexible: V(0, MAX),
+    fields: &[
+        f("GroupIds", Kind::Array(&Kind::String), V(0, MAX)),
+        f("IncludeAuthorizedOperations", Kind::Bool, V(0, MAX)),
+    ],
+};
+
+/// `ShareFetchRequest` (valid versions 1, flexible 0+).
+pub static SHARE_FETCH: Message = Message {
+    name: "ShareFetchRequest",
+    api_key: 78,
+    valid: V(1, 1),
+    flexible: V(0, MAX),
+    fields: &[
+        f("GroupId", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+        f("MemberId", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+        f("ShareSessionEpoch", Kind::Int32, V(0, MAX)),
+        f("MaxWaitMs", Kind::Int32, V(0, MAX)),
+        f("MinBytes", Kind::Int32, V(0, MAX)),
+        f("MaxBytes", Kind::Int32, V(0, MAX)),
+        f("MaxRecords", Kind::Int32, V(1, MAX)),
+        f("BatchSize", Kind::Int32, V(1, MAX)),
+        f(
+            "Topics",
+            Kind::Array(&Kind::Struct(&[
+                f("TopicId", Kind::Uuid, V(0, MAX)),
+                f(
+                    "Partitions",
+                    Kind::Array(&Kind::Struct(&[
+                        f("PartitionIndex", Kind::Int32, V(0, MAX)),
+                        f("PartitionMaxBytes", Kind::Int32, V(0, 0)),
+                        f(
+                            "AcknowledgementBatches",
+                            Kind::Array(&Kind::Struct(&[
+                                f("FirstOffset", Kind::Int64, V(0, MAX)),
+                                f("LastOffset", Kind::Int64, V(0, MAX)),
+                                f("AcknowledgeTypes", Kind::Array(&Kind::Int8), V(0, MAX)),
+                            ])),
+                            V(0, MAX),
+                        ),
+                    ])),
+                    V(0, MAX),
+                ),
+            ])),
+            V(0, MAX),
+        ),
+        f(
+            "ForgottenTopicsData",
+            Kind::Array(&Kind::Struct(&[
+                f("TopicId", Kind::Uuid, V(0, MAX)),
+                f("Partitions", Kind::Array(&Kind::Int32), V(0, MAX)),
+            ])),
+            V(0, MAX),
+        ),
+    ],
+};
+
+/// `ShareAcknowledgeRequest` (valid versions 1, flexible 0+).
+pub static SHARE_ACKNOWLEDGE: Message = Message {
+    name: "ShareAcknowledgeRequest",
+    api_key: 79,
+    valid: V(1, 1),
+    flexible: V(0, MAX),
+    fields: &[
+        f("GroupId", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+        f("MemberId", Kind::String, V(0, MAX)).nullable(V(0, MAX)),
+        f("ShareSessionEpoch", Kind::Int32, V(0, MAX)),
+        f(
+            "Topics",
+            Kind::Array(&Kind::Struct(&[
+                f("TopicId", Kind::Uuid, V(0, MAX)),
+                f(
+                    "Partitions",
+                    Kind::Array(&Kind::Struct(&[
+                        f("PartitionIndex", Kind::Int32, V(0, MAX)),
+                        f(
+                            "AcknowledgementBatches",
+                            Kind::Array(&Kind::Struct(&[
+                                f("FirstOffset", Kind::Int64, V(0, MAX)),
+                                f("LastOffset", Kind::Int64, V(0, MAX)),
+                                f("AcknowledgeTypes", Kind::Array(&Kind::Int8), V(0, MAX)),
+                            ])),
+                            V(0, MAX),
+                        ),
+                    ])),
+                    V(0, MAX),
+                ),
+            ])),
+            V(0, MAX),
+        ),
+    ],
+};
+
 /// `ConsumerProtocolSubscription` (valid versions 0-3, flexible none).
 pub static CONSUMER_PROTOCOL_SUBSCRIPTION: Message = Message {
     name: "ConsumerProtocolSubscription",
@@ -1111,5 +1229,9 @@ pub static ALL: &[&Message] = &[
     &LIST_PARTITION_REASSIGNMENTS,
     &CONSUMER_GROUP_HEARTBEAT,
     &CONSUMER_GROUP_DESCRIBE,
+    &SHARE_GROUP_HEARTBEAT,
+    &SHARE_GROUP_DESCRIBE,
+    &SHARE_FETCH,
+    &SHARE_ACKNOWLEDGE,
     &CONSUMER_PROTOCOL_SUBSCRIPTION,
 ];
