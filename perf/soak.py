@@ -19,7 +19,14 @@ Load, all at once, for the whole run:
   - a slow consumer (reads a few KiB per second of its fetches) and a stalled one (never
     reads; must be closed by the write timeout, then it comes back);
   - garbage: random bytes, the 21-byte oversized-array Metadata frame, absurd and announced-
-    only frame lengths, valid headers with random bodies, idle connections.
+    only frame lengths, valid headers with random bodies (share-group keys 76-79 too), idle
+    connections;
+  - a share group (KIP-932, ShareWorkload): a producer writing to soak-share and two Java
+    KafkaShareConsumer members (perf/ShareSoak.java, explicit acknowledgement: ACCEPT, some
+    RELEASE and REJECT), one of them killed with SIGKILL and restarted every 25-45 s; at the
+    end every record produced must have been accepted or rejected exactly once, none lost,
+    none delivered after that, delivery counts <= 5 and above 1 only after a release or a
+    kill (needs the 4.2 client jars scripts/install-deps.sh puts in jars/clients-share).
 
 Prints one line per sample and a summary; exit 0 only if the broker stayed up and inside
 the model for the whole run.
@@ -27,6 +34,7 @@ the model for the whole run.
 
 import argparse
 import contextlib
+import glob
 import json
 import os
 import random
@@ -310,7 +318,7 @@ def garbage(port):
                 # A valid header (known api key and version) with a random body.
                 api, ver = rnd.choice([(0, 9), (1, 11), (2, 7), (3, 12), (3, 1), (8, 8), (9, 8),
                                        (11, 7), (14, 5), (19, 7), (32, 4), (60, 1), (68, 1),
-                                       (69, 1)])
+                                       (69, 1), (76, 1), (77, 1), (78, 1), (79, 1)])
                 s.sendall(kwire.request_frame(api, ver, 1, os.urandom(rnd.randrange(0, 300))))
             else:
                 # Announce 50 MB and dribble a little of it.
@@ -331,6 +339,241 @@ def idle_connections(port, n, keep):
             keep.append(socket.create_connection(("127.0.0.1", port), timeout=5))
 
 
+# --- share groups (KIP-932) -----------------------------------------------------------------
+
+class ShareWorkload:
+    """A share group consuming a dedicated topic for the whole soak: a producer (confluent-kafka,
+    acks=all, idempotent) writes SHARE_RATE records/s to it and remembers every (partition,
+    offset) it was told; two JVMs of perf/ShareSoak.java, one KafkaShareConsumer each, explicit
+    acknowledgement (mostly ACCEPT, some RELEASE at first delivery, some REJECT), commitSync after
+    every poll. Member A lives all along; member B is killed with SIGKILL every 25-45 s (its
+    acquired records come back) and started again. When the soak ends the producer stops and the
+    members drain the topic (up to 60 s), then close. The members' logs (flushed before their
+    acknowledgements leave) are then checked: every record produced was ACCEPTed (or REJECTed)
+    with a confirmed acknowledgement exactly once, by one member; none lost; no delivery after
+    the confirmed one (a rejected or accepted record never comes back); delivery counts at most
+    5, rising by delivery, and above 1 only after a RELEASE, an unconfirmed acknowledgement or a
+    kill."""
+
+    TOPIC, GROUP = "soak-share", "soak-share-group"
+
+    def __init__(self, bs, out, rate, jars):
+        self.bs, self.rate, self.jars = bs, rate, jars
+        self.dir = os.path.join(out, "share")
+        os.makedirs(self.dir, exist_ok=True)
+        self.stop_file = os.path.join(self.dir, "stop")
+        self.produced = set()
+        self.produce_errors = 0
+        self.lock = threading.Lock()
+        self.kills = []  # ms of every SIGKILL
+        self.procs = {}  # name -> Popen of the running JVM
+        self.cpu = {}  # pid -> last CPU seconds seen
+        self.starts = 0
+        self.cp = None
+        self.producer_thread = None
+
+    def compile(self):
+        classes = os.path.join(self.dir, "classes")
+        os.makedirs(classes, exist_ok=True)
+        subprocess.run(["javac", "-d", classes, "-cp", f"{self.jars}/*",
+                        os.path.join(ROOT, "perf", "ShareSoak.java")], check=True, timeout=300)
+        self.cp = f"{classes}{os.pathsep}{self.jars}/*"
+
+    def start_member(self, name, earliest=False):
+        self.starts += 1
+        gen = f"{name}{self.starts}"
+        log = open(os.path.join(self.dir, f"member-{gen}.log"), "wb")
+        err = open(os.path.join(self.dir, f"member-{gen}.err"), "wb")
+        cmd = ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
+               "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", self.cp, "ShareSoak",
+               self.bs, self.GROUP, self.TOPIC, gen, "--stop-file", self.stop_file]
+        if earliest:
+            cmd.append("--earliest")
+        p = subprocess.Popen(cmd, stdout=log, stderr=err)
+        CHILDREN.append(p)
+        self.procs[name] = p
+        return p
+
+    def sample_cpu(self):
+        tick = os.sysconf("SC_CLK_TCK")
+        for p in list(self.procs.values()):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{p.pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                self.cpu[p.pid] = (int(fields[11]) + int(fields[12])) / tick
+
+    def start(self, admin):
+        from confluent_kafka.admin import NewTopic
+        retention = {"retention.bytes": str(128 * MIB), "segment.bytes": str(32 * MIB)}
+        admin.create_topics([NewTopic(self.TOPIC, 4, 1, config=retention)])[self.TOPIC].result(15)
+        self.compile()
+        # A sets share.auto.offset.reset=earliest before it subscribes: nothing produced before
+        # the group's first fetch is skipped.
+        self.start_member("A", earliest=True)
+        self.start_member("B", earliest=True)
+        self.producer_thread = threading.Thread(target=self.produce, name="share_producer",
+                                                daemon=True)
+        self.producer_thread.start()
+        threading.Thread(target=self.killer, name="share_killer", daemon=True).start()
+
+    def produce(self):
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": self.bs, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 5})
+
+        def done(err, msg):
+            with self.lock:
+                if err is None:
+                    self.produced.add((msg.partition(), msg.offset()))
+                else:
+                    self.produce_errors += 1
+        n = 0
+        step = max(1, self.rate // 10)
+        while not STOP.is_set():
+            t = time.time()
+            for _ in range(step):
+                with contextlib.suppress(BufferError):
+                    p.produce(self.TOPIC, value=b"share-%d" % n, on_delivery=done)
+                    n += 1
+            p.poll(0)
+            STOP.wait(max(0.0, 0.1 - (time.time() - t)))
+        p.flush(30)
+
+    def killer(self):
+        rnd = random.Random(11)
+        while not STOP.wait(rnd.uniform(25, 45)):
+            b = self.procs["B"]
+            self.sample_cpu()
+            if b.poll() is None:
+                b.kill()
+                b.wait(10)
+                self.kills.append(time.time() * 1000)
+            time.sleep(rnd.uniform(1, 3))
+            self.start_member("B")
+            count("share_member_restarts")
+
+    def parse(self):
+        """{(partition, offset): [[ms, dc, action, confirmed, member], ...]} and the errors seen."""
+        deliveries, errors = {}, []
+        for path in sorted(glob.glob(os.path.join(self.dir, "member-*.log"))):
+            batch = {}  # member -> deliveries of its last poll, waiting for commitSync's answer
+            ok = {}  # member -> partitions commitSync answered OK
+
+            def settle(member):
+                for d in batch.pop(member, []):
+                    d[3] = d[5] in ok.get(member, set())
+                ok.pop(member, None)
+            with open(path, errors="replace") as f:
+                for line in f:
+                    w = line.split()
+                    if len(w) < 3:
+                        continue  # a line cut by SIGKILL
+                    kind, member = w[0], w[1]
+                    if kind == "D" and len(w) == 7:
+                        if member in ok:
+                            settle(member)
+                        part, off = int(w[3]), int(w[4])
+                        d = [int(w[2]), int(w[5]), w[6], False, member, part]
+                        deliveries.setdefault((part, off), []).append(d)
+                        batch.setdefault(member, []).append(d)
+                    elif kind == "C" and len(w) == 5:
+                        ok.setdefault(member, set())
+                        if w[4] == "OK":
+                            ok[member].add(int(w[3]))
+                    elif kind == "E":
+                        settle(member)
+                        errors.append(line.strip())
+            for member in list(batch):
+                if member in ok:  # the last poll's answer was written whole
+                    settle(member)
+        return deliveries, errors
+
+    def pending(self, deliveries):
+        with self.lock:
+            produced = set(self.produced)
+        return sum(1 for r in produced
+                   if not any(d[3] and d[2] in ("ACCEPT", "REJECT") for d in deliveries.get(r, [])))
+
+    def finish(self):
+        """After STOP: drains, stops the members, checks. Returns (counts, failures)."""
+        if self.producer_thread:
+            self.producer_thread.join(60)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            left = self.pending(self.parse()[0])
+            if left == 0:
+                break
+            time.sleep(2)
+        self.sample_cpu()
+        open(self.stop_file, "w").close()
+        for p in self.procs.values():
+            try:
+                p.wait(45)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        return self.check()
+
+    def check(self):
+        deliveries, errors = self.parse()
+        with self.lock:
+            produced = set(self.produced)
+        fails = []
+        c = {"share_produced": len(produced), "share_produce_errors": self.produce_errors,
+             "share_kills": len(self.kills), "share_member_errors": len(errors),
+             "share_jvm_cpu_s": round(sum(self.cpu.values()), 1)}
+        first_kill = min(self.kills) if self.kills else float("inf")
+        n = {k: 0 for k in ("deliveries", "redelivered", "accepted", "rejected", "released",
+                            "unconfirmed", "redelivered_after_kill", "lost", "max_dc")}
+        bad = {k: [] for k in ("lost", "twice_terminal", "after_terminal", "dc_over_5",
+                               "dc_order", "unexplained_redelivery", "not_produced")}
+        for r, ds in deliveries.items():
+            if r not in produced:
+                bad["not_produced"].append(r)
+        for r in produced:
+            ds = sorted(deliveries.get(r, []), key=lambda d: (d[0], d[1]))
+            n["deliveries"] += len(ds)
+            terminal = [d for d in ds if d[3] and d[2] in ("ACCEPT", "REJECT")]
+            if not terminal:
+                bad["lost"].append(r)
+            elif len(terminal) > 1 or len({d[4] for d in terminal}) > 1:
+                bad["twice_terminal"].append((r, terminal))
+            else:
+                n["accepted" if terminal[0][2] == "ACCEPT" else "rejected"] += 1
+                if any(d[1] > terminal[0][1] for d in ds):
+                    bad["after_terminal"].append((r, ds))
+            prev = None
+            for d in ds:
+                n["max_dc"] = max(n["max_dc"], d[1])
+                n["released"] += d[3] and d[2] == "RELEASE"
+                n["unconfirmed"] += not d[3]
+                if d[1] > 5:
+                    bad["dc_over_5"].append((r, d))
+                if d[1] < 1 or (prev is not None and d[1] <= prev[1]):
+                    bad["dc_order"].append((r, ds))
+                if d[1] > 1:
+                    n["redelivered"] += 1
+                    # The delivery before: released or never confirmed; a kill can also hide
+                    # it (acquired by the killed member but never logged).
+                    if prev is not None and prev[1] == d[1] - 1 and (
+                            not prev[3] or prev[2] == "RELEASE"):
+                        pass
+                    elif d[0] >= first_kill:
+                        n["redelivered_after_kill"] += 1
+                    else:
+                        bad["unexplained_redelivery"].append((r, ds))
+                prev = d
+        c.update({f"share_{k}": v for k, v in n.items() if k != "lost"})
+        for k, v in bad.items():
+            c[f"share_bad_{k}"] = len(v)
+            if v:
+                fails.append(f"share group: {len(v)} {k.replace('_', ' ')}, e.g. {v[:3]}")
+        if not produced or not c["share_accepted"]:
+            fails.append("share group: nothing produced or accepted")
+        for e in errors[:5]:
+            print(f"soak: share member error: {e}")
+        return c, fails
+
+
 # --- the run -------------------------------------------------------------------------------
 
 def main():
@@ -345,6 +588,10 @@ def main():
     ap.add_argument("--request-mib", type=int, default=128)
     ap.add_argument("--fetch-max-mib", type=int, default=16)
     ap.add_argument("--idle", type=int, default=500)
+    ap.add_argument("--share-rate", type=int, default=200,
+                    help="records/s produced to the share group's topic")
+    ap.add_argument("--share-jars", default=os.path.join(
+        os.environ.get("KELP_CACHE", os.path.expanduser("~/.cache/kelp")), "jars", "clients-share"))
     ap.add_argument("--out", default=None, help="directory for samples.csv and logs")
     a = ap.parse_args()
 
@@ -399,8 +646,12 @@ def run(a, proc, port, mport, out):
     # The memory model (README "Memory"): fixed overhead + cache budget of every core +
     # the request budget + per-connection overhead + fetch responses read from the log (each
     # fetching connection holds at most --fetch-max-bytes per core).
-    # classic and KIP-848 group consumers, slow, stalled, the two read_committed readers
-    fetchers = 3 + 2 + 1 + 1 + 2
+    # classic and KIP-848 group consumers, slow, stalled, the two read_committed readers, the
+    # two share-group members (ShareFetch answers are bounded as Fetch's; a killed member's
+    # connections are gone before it comes back). What share groups hold besides is not
+    # material: each share-partition keeps at most 2000 in-flight offsets per group, as
+    # in-flight batches of a few dozen bytes (4 partitions here: well under 1 MiB).
+    fetchers = 3 + 2 + 1 + 1 + 2 + 2
     conns_budget = 2000 * 16 / 1024
     model = (FIXED_MIB + cores * a.cache_mib + a.request_mib + fetchers * cores * a.fetch_max_mib
              + conns_budget)
@@ -435,6 +686,8 @@ def run(a, proc, port, mport, out):
     transactional_producer(bs, "soak-txn")
     committed_reader(bs, "soak-txn")
     committed_reader(bs, "soak-txn", from_start=True)
+    share = ShareWorkload(bs, out, a.share_rate, a.share_jars)
+    share.start(admin)
     slow_consumer(port, "soak-one")
     stalled_consumer(port, "soak-one")
     garbage(port)
@@ -462,6 +715,7 @@ def run(a, proc, port, mport, out):
         worst["cache"] = max(worst["cache"], max(cache))
         worst["request"] = max(worst["request"], req)
         el = time.time() - t0
+        share.sample_cpu()
         samples.write(f"{el:.0f},{rss:.1f},{'/'.join(f'{c:.1f}' for c in cache)},{req:.1f},{conns:.0f}\n")
         samples.flush()
         print(f"soak: t={el:5.0f}s rss={rss:7.1f} MiB cache/core={[round(c, 1) for c in cache]} "
@@ -479,6 +733,12 @@ def run(a, proc, port, mport, out):
     elapsed = time.time() - t0
     for s in keep:
         s.close()
+    share_counts, share_fails = share.finish() if failure is None else ({}, [])
+    for what, n in share_counts.items():
+        count(what, n)
+    for f in share_fails:
+        print(f"soak: FAIL: {f}", flush=True)
+        failure = failure or f
     alive = proc.poll() is None and kwire.api_versions(bs, 0)["error_code"] == 0
     if not alive and failure is None:
         failure = "kelp stopped answering at the end"
@@ -499,7 +759,9 @@ def run(a, proc, port, mport, out):
     for need in ("produce_acksall_runs", "produce_acks1_runs", "consumed", "consumed_848",
                  "admin_rounds",
                  "txn_commits", "txn_aborts", "txn_committed_read", "txn_committed_rescanned",
-                 "slow_fetches", "stalled_closed_by_broker", "garbage_conns"):
+                 "slow_fetches", "stalled_closed_by_broker", "garbage_conns",
+                 "share_produced", "share_accepted", "share_rejected", "share_released",
+                 "share_redelivered", "share_kills"):
         if elapsed > 120 and counts.get(need, 0) == 0 and failure is None:
             failure = f"no {need} during the run"
             print(f"soak: FAIL: {failure}")
