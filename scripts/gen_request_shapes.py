@@ -73,6 +73,7 @@ MESSAGES = [
     ("SHARE_GROUP_DESCRIBE", "ShareGroupDescribeRequest"),
     ("SHARE_FETCH", "ShareFetchRequest"),
     ("SHARE_ACKNOWLEDGE", "ShareAcknowledgeRequest"),
+    ("DESCRIBE_SHARE_GROUP_OFFSETS", "DescribeShareGroupOffsetsRequest"),
     ("CONSUMER_PROTOCOL_SUBSCRIPTION", "ConsumerProtocolSubscription"),
 ]
 

@@ -25,6 +25,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_share_group_offsets;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
@@ -282,6 +283,9 @@ pub async fn dispatch(
         Request::ShareGroupDescribe(r) => share_group_describe::handle(&ctx, r).await.map(Some),
         Request::ShareFetch(r) => share_fetch::handle(&ctx, r).await.map(Some),
         Request::ShareAcknowledge(r) => share_acknowledge::handle(&ctx, r).await.map(Some),
+        Request::DescribeShareGroupOffsets(r) => describe_share_group_offsets::handle(&ctx, r)
+            .await
+            .map(Some),
         Request::ElectLeaders(r) => elect_leaders::handle(&ctx, r).map(Some),
         Request::AlterPartitionReassignments(r) => {
             alter_partition_reassignments::handle(&ctx, r).map(Some)

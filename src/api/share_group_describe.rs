@@ -44,15 +44,17 @@ pub async fn handle(
                 g.assignment_epoch = d.epoch;
                 g.assignor_name = sb("simple".to_string());
                 let mut denied = false;
-                for (member_id, epoch, rack, topics, assigned) in d.members {
+                for dm in d.members {
                     let mut m = Member::default();
-                    m.member_id = sb(member_id);
-                    m.member_epoch = epoch;
-                    m.rack_id = rack.map(sb);
+                    m.member_id = sb(dm.id);
+                    m.member_epoch = dm.epoch;
+                    m.rack_id = dm.rack.map(sb);
+                    m.client_id = sb(dm.client_id);
+                    m.client_host = sb(dm.client_host);
                     m.subscribed_topic_names =
-                        topics.into_iter().map(|t| TopicName(sb(t))).collect();
+                        dm.topics.into_iter().map(|t| TopicName(sb(t))).collect();
                     let mut a = Assignment::default();
-                    for (topic_id, parts) in assigned {
+                    for (topic_id, parts) in dm.assigned {
                         let topic = snap.by_id.get(&topic_id).map(|t| t.name.clone());
                         let topic = topic.unwrap_or_default();
                         denied |= !ctx.allowed(Operation::Describe, ResourceType::Topic, &topic);

@@ -125,6 +125,10 @@ async fn beat(
         topic_names: req
             .subscribed_topic_names
             .map(|ns| ns.into_iter().map(|n| n.0.to_string()).collect()),
+        client: (
+            ctx.header.client_id.clone().unwrap_or_default(),
+            ctx.client_host(),
+        ),
         topics,
     };
     match ctx

@@ -261,6 +261,9 @@ impl Coordinator {
             GroupRequest::ShareDescribe(g) => GroupReply::ShareDescribe(
                 self.shares.describe(&g).ok_or(KelpError::GroupIdNotFound),
             ),
+            GroupRequest::ShareOffsets(g) => {
+                GroupReply::ShareOffsets(self.shares.starts(&g).ok_or(KelpError::GroupIdNotFound))
+            }
             // Served by the shard, which reads the partitions (`shard::share`).
             GroupRequest::ShareFetch(..) | GroupRequest::ShareClosed(..) => GroupReply::Unavailable,
             GroupRequest::ConsumerHeartbeat(g, r) => {
@@ -330,6 +333,7 @@ impl Coordinator {
             member_epoch: r.member_epoch,
             rack_id: r.rack_id,
             topic_names: r.topic_names,
+            client: r.client,
         };
         self.shares.heartbeat(id, hb, r.topics.as_ref(), now)
     }

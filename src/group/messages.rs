@@ -272,6 +272,8 @@ pub enum GroupRequest {
     ShareDescribe(String),
     /// ShareFetch or ShareAcknowledge to share group `.0`.
     ShareFetch(String, Box<crate::group::share::messages::ShareFetchIn>),
+    /// DescribeShareGroupOffsets: every share-partition start of share group `.0`.
+    ShareOffsets(String),
     /// A connection that opened share sessions of group `.0` closed: its id.
     ShareClosed(String, u64),
     /// A transaction that committed offsets of a group ended: its offsets become the
@@ -307,6 +309,7 @@ impl GroupRequest {
             TxnOutcome { .. } | ShareClosed(..) => GroupReply::Done(Err(error)),
             ShareHeartbeat(..) => GroupReply::ShareHeartbeat(Err(error)),
             ShareDescribe(_) => GroupReply::ShareDescribe(Err(error)),
+            ShareOffsets(_) => GroupReply::ShareOffsets(Err(error)),
             ShareFetch(..) => GroupReply::ShareFetch(Err(error)),
         }
     }
@@ -329,6 +332,7 @@ impl GroupRequest {
             | TxnCommit(g, _)
             | ShareHeartbeat(g, _)
             | ShareDescribe(g)
+            | ShareOffsets(g)
             | ShareFetch(g, _)
             | ShareClosed(g, _)
             | TxnOutcome { group_id: g, .. } => Some(g),
@@ -373,6 +377,8 @@ pub enum GroupReply {
     ShareHeartbeat(Result<crate::group::share::group::ShareHeartbeatOut, KelpError>),
     /// To [`GroupRequest::ShareDescribe`].
     ShareDescribe(Result<crate::group::share::coordinator::ShareDescription, KelpError>),
+    /// To [`GroupRequest::ShareOffsets`]: where each share-partition stands.
+    ShareOffsets(Result<Vec<crate::group::share::coordinator::ShareStart>, KelpError>),
     /// To [`GroupRequest::ShareFetch`].
     ShareFetch(Result<crate::group::share::messages::ShareFetchOut, KelpError>),
     /// The coordinator could not be reached.

@@ -2,6 +2,7 @@
 //! poll, acquisition, piggybacked acknowledgements), ShareAcknowledge, ShareGroupDescribe,
 //! and how the other group APIs treat a share group.
 
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::share_acknowledge_request::{
     AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatchA,
 };
@@ -10,8 +11,9 @@ use kafka_protocol::messages::share_fetch_request::{
 };
 use kafka_protocol::messages::share_fetch_response::PartitionData as SharePartitionData;
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, GroupId, JoinGroupRequest, ListGroupsRequest, ShareAcknowledgeRequest,
-    ShareFetchRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
+    DeleteGroupsRequest, DescribeShareGroupOffsetsRequest, GroupId, JoinGroupRequest,
+    ListGroupsRequest, ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
 };
 
 use super::groups::group_on;
@@ -185,6 +187,27 @@ fn a_share_group_hands_each_record_to_one_member_until_acknowledged() {
             // A wrong epoch is the session's error.
             let r = c.send(1, ack("m2", 9, &[(base, base, 1)])).await;
             assert_eq!(r.error_code, code::INVALID_SHARE_SESSION_EPOCH);
+
+            // Both records done: partition 0 starts after them; partition 1 from its end.
+            let d = c
+                .send(
+                    0,
+                    DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                        DescribeShareGroupOffsetsRequestGroup::default()
+                            .with_group_id(GroupId(sb(group.as_str())))
+                            .with_topics(None),
+                    ]),
+                )
+                .await;
+            let g = &d.groups[0];
+            assert_eq!(g.error_code, code::NONE);
+            let starts: Vec<(i32, i64)> = g.topics[0]
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.start_offset))
+                .collect();
+            assert_eq!(starts, vec![(0, base + 2), (1, 0)]);
+            assert_eq!(g.topics[0].topic_id, topic);
 
             // Listed and described as a share group; the other group APIs refuse it.
             let l = c.send(5, ListGroupsRequest::default()).await;

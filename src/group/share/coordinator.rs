@@ -16,12 +16,14 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use super::group::{ShareGroup, ShareGroupConfig, ShareHeartbeat, ShareHeartbeatOut};
+use super::group::{
+    DescribedMember, ShareGroup, ShareGroupConfig, ShareHeartbeat, ShareHeartbeatOut,
+};
 use super::partition::{AckBatch, Acquired, Limits, SharePartition};
 use super::session::{FetchContext, Requester, SessionPartition, ShareSessions};
 use super::state::{self, Stored};
 use crate::error::KelpError;
-use crate::group::consumer::{Assignment, TopicView};
+use crate::group::consumer::TopicView;
 use crate::group::OffsetStore;
 
 /// A share-partition: (group, topic id, partition).
@@ -57,9 +59,6 @@ struct Loaded {
     part: SharePartition,
 }
 
-/// A member as ShareGroupDescribe lists it: id, epoch, rack, subscribed names, assignment.
-pub type DescribedMember = (String, i32, Option<String>, Vec<String>, Assignment);
-
 /// A share group's members as ShareGroupDescribe lists them.
 #[derive(Debug, Clone)]
 pub struct ShareDescription {
@@ -69,6 +68,19 @@ pub struct ShareDescription {
     pub epoch: i32,
     /// (id, epoch, rack, subscribed names, assignment) per member.
     pub members: Vec<DescribedMember>,
+}
+
+/// Where one share-partition of a group stands (DescribeShareGroupOffsets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareStart {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// Its start offset (SPSO).
+    pub start: i64,
+    /// Offsets at or above the start already done (acknowledged or archived).
+    pub done: i64,
 }
 
 /// The share groups of one shard (see the module docs).
@@ -144,18 +156,7 @@ impl ShareCoordinator {
             return Some(ShareDescription {
                 state: if g.is_empty() { "Empty" } else { "Stable" },
                 epoch: g.epoch(),
-                members: g
-                    .members()
-                    .map(|(m, e, rack, topics, a)| {
-                        (
-                            m.to_string(),
-                            e,
-                            rack.map(str::to_string),
-                            topics.to_vec(),
-                            a.clone(),
-                        )
-                    })
-                    .collect(),
+                members: g.members().collect(),
             });
         }
         self.has_stored_state(id).then(|| ShareDescription {
@@ -163,6 +164,40 @@ impl ShareCoordinator {
             epoch: 0,
             members: Vec::new(),
         })
+    }
+
+    /// Each share-partition of group `id` (in memory, else as stored): (topic, partition,
+    /// start, offsets done above the start); None when `id` is not a share group.
+    pub fn starts(&self, id: &str) -> Option<Vec<ShareStart>> {
+        if !self.is_share(id) {
+            return None;
+        }
+        let mut out: BTreeMap<(String, i32), (i64, i64)> = BTreeMap::new();
+        for ((t, p), c) in self.offsets.fetch_all(id) {
+            let (Some(topic), Some(s)) = (state::topic_of(&t), state::decode(&c)) else {
+                continue;
+            };
+            let done = s
+                .batches
+                .iter()
+                .filter(|b| b.state.is_final())
+                .map(|b| b.last - b.first + 1)
+                .sum();
+            out.insert((topic.to_string(), p), (s.start, done));
+        }
+        for (k, l) in self.parts.borrow().iter().filter(|(k, _)| k.0 == id) {
+            out.insert((l.topic.clone(), k.2), (l.part.start(), l.part.completed()));
+        }
+        Some(
+            out.into_iter()
+                .map(|((topic, partition), (start, done))| ShareStart {
+                    topic,
+                    partition,
+                    start,
+                    done,
+                })
+                .collect(),
+        )
     }
 
     /// The share groups on this shard and whether each has members, for ListGroups.

@@ -45,6 +45,8 @@ pub struct ShareHeartbeat<'a> {
     pub rack_id: Option<String>,
     /// Subscribed topic names; None: unchanged.
     pub topic_names: Option<Vec<String>>,
+    /// The client's id and host ("/ip"), as ShareGroupDescribe shows them.
+    pub client: (String, String),
 }
 
 /// The coordinator's answer to a heartbeat that was accepted.
@@ -65,6 +67,27 @@ struct Member {
     topics: Vec<String>,
     assigned: Assignment,
     deadline: Instant,
+    /// Client id and host.
+    client: (String, String),
+}
+
+/// A member as ShareGroupDescribe lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedMember {
+    /// Its id.
+    pub id: String,
+    /// Its epoch.
+    pub epoch: i32,
+    /// client.rack.
+    pub rack: Option<String>,
+    /// Subscribed topic names.
+    pub topics: Vec<String>,
+    /// Its partitions.
+    pub assigned: Assignment,
+    /// The client id of its last heartbeat.
+    pub client_id: String,
+    /// The host ("/ip") of its last heartbeat.
+    pub client_host: String,
 }
 
 /// One share group (see the module docs).
@@ -89,18 +112,16 @@ impl ShareGroup {
         self.members.is_empty()
     }
 
-    /// Members by id: (epoch, rack, subscribed names, assignment), for ShareGroupDescribe.
-    pub fn members(
-        &self,
-    ) -> impl Iterator<Item = (&str, i32, Option<&str>, &[String], &Assignment)> {
-        self.members.iter().map(|(id, m)| {
-            (
-                id.as_str(),
-                m.epoch,
-                m.rack.as_deref(),
-                m.topics.as_slice(),
-                &m.assigned,
-            )
+    /// The members, by id, as ShareGroupDescribe lists them.
+    pub fn members(&self) -> impl Iterator<Item = DescribedMember> + '_ {
+        self.members.iter().map(|(id, m)| DescribedMember {
+            id: id.clone(),
+            epoch: m.epoch,
+            rack: m.rack.clone(),
+            topics: m.topics.clone(),
+            assigned: m.assigned.clone(),
+            client_id: m.client.0.clone(),
+            client_host: m.client.1.clone(),
         })
     }
 
@@ -152,7 +173,9 @@ impl ShareGroup {
                 topics: Vec::new(),
                 assigned: Assignment::new(),
                 deadline: now,
+                client: Default::default(),
             });
+        m.client = hb.client;
         m.deadline = now + cfg.session_timeout;
         let mut bump = !known;
         if let Some(rack) = hb.rack_id {
@@ -332,6 +355,7 @@ mod tests {
             member_epoch: 0,
             rack_id: None,
             topic_names: Some(topics.iter().map(|t| t.to_string()).collect()),
+            client: Default::default(),
         }
     }
 
@@ -341,6 +365,7 @@ mod tests {
             member_epoch: epoch,
             rack_id: None,
             topic_names: None,
+            client: Default::default(),
         }
     }
 

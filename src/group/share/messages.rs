@@ -22,6 +22,8 @@ pub struct ShareHeartbeatIn {
     pub rack_id: Option<String>,
     /// Subscribed topic names; None: unchanged.
     pub topic_names: Option<Vec<String>>,
+    /// The client's id and host ("/ip").
+    pub client: (String, String),
     /// The cluster's topics as the connection's shard saw them.
     pub topics: Arc<dyn TopicView>,
 }

@@ -32,7 +32,8 @@ pub enum RecordState {
 }
 
 impl RecordState {
-    fn is_final(self) -> bool {
+    /// Whether the record is done for the group (acknowledged or archived).
+    pub fn is_final(self) -> bool {
         matches!(self, RecordState::Acknowledged | RecordState::Archived)
     }
 }
@@ -438,6 +439,11 @@ impl SharePartition {
             }
         }
         out
+    }
+
+    /// How many offsets in flight are done (Kafka's DeliveryCompleteCount, for lag).
+    pub fn completed(&self) -> i64 {
+        self.slots.iter().filter(|s| s.state.is_final()).count() as i64
     }
 
     /// The state of `offset` (None outside the window).

@@ -1158,6 +1158,30 @@ pub static SHARE_ACKNOWLEDGE: Message = Message {
     ],
 };
 
+/// `DescribeShareGroupOffsetsRequest` (valid versions 0, flexible 0+).
+pub static DESCRIBE_SHARE_GROUP_OFFSETS: Message = Message {
+    name: "DescribeShareGroupOffsetsRequest",
+    api_key: 90,
+    valid: V(0, 0),
+    flexible: V(0, MAX),
+    fields: &[f(
+        "Groups",
+        Kind::Array(&Kind::Struct(&[
+            f("GroupId", Kind::String, V(0, MAX)),
+            f(
+                "Topics",
+                Kind::Array(&Kind::Struct(&[
+                    f("TopicName", Kind::String, V(0, MAX)),
+                    f("Partitions", Kind::Array(&Kind::Int32), V(0, MAX)),
+                ])),
+                V(0, MAX),
+            )
+            .nullable(V(0, MAX)),
+        ])),
+        V(0, MAX),
+    )],
+};
+
 /// `ConsumerProtocolSubscription` (valid versions 0-3, flexible none).
 pub static CONSUMER_PROTOCOL_SUBSCRIPTION: Message = Message {
     name: "ConsumerProtocolSubscription",
@@ -1233,5 +1257,6 @@ pub static ALL: &[&Message] = &[
     &SHARE_GROUP_DESCRIBE,
     &SHARE_FETCH,
     &SHARE_ACKNOWLEDGE,
+    &DESCRIBE_SHARE_GROUP_OFFSETS,
     &CONSUMER_PROTOCOL_SUBSCRIPTION,
 ];
