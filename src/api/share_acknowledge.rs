@@ -58,6 +58,7 @@ pub async fn handle(
     let r = ShareFetchIn {
         member_id: member,
         connection: ctx.session.id,
+        broker: super::share_fetch::broker_id(ctx),
         epoch: req.share_session_epoch,
         added: Vec::new(),
         forgotten: Vec::new(),

@@ -86,6 +86,18 @@ pub fn may_read(ctx: &RequestContext, id: &Uuid) -> bool {
         .is_none_or(|t| ctx.allowed(Operation::Read, ResourceType::Topic, &t.name))
 }
 
+/// The broker a request was sent to: this node, or with --advertise-shards the shard's own
+/// broker (node id + shard).
+pub fn broker_id(ctx: &RequestContext) -> i32 {
+    let cfg = &ctx.shard.config;
+    let shard = if cfg.advertise_shards {
+        ctx.shard.id
+    } else {
+        0
+    };
+    cfg.node_id + i32::try_from(shard).unwrap_or(0)
+}
+
 /// Sends a share request to the group's coordinator shard.
 pub async fn call(
     ctx: &RequestContext,
@@ -163,6 +175,7 @@ pub async fn handle(
     let r = ShareFetchIn {
         member_id: member,
         connection: ctx.session.id,
+        broker: super::share_fetch::broker_id(ctx),
         epoch: req.share_session_epoch,
         added,
         forgotten,

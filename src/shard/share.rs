@@ -162,6 +162,7 @@ impl Shard {
             group: &group,
             member: &r.member_id,
             connection: r.connection,
+            broker: r.broker,
         };
         let (parts, full, closing) = if r.fetch {
             match shares.session_fetch(who, r.epoch, &r.added, &r.forgotten, !r.acks.is_empty())? {

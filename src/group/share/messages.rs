@@ -48,6 +48,8 @@ pub struct ShareFetchIn {
     pub member_id: String,
     /// The connection it came over.
     pub connection: u64,
+    /// The broker (node id) it was sent to.
+    pub broker: i32,
     /// Its share session epoch.
     pub epoch: i32,
     /// Partitions added to the session (ShareFetch's topics).

@@ -37,6 +37,9 @@ pub struct Requester<'a> {
     pub member: &'a str,
     /// The connection it came over (its session's, when it opens one).
     pub connection: u64,
+    /// The broker (node id) it was sent to: a member has a session per broker, and with
+    /// --advertise-shards each shard is a broker of its own.
+    pub broker: i32,
 }
 
 #[derive(Debug, Clone)]
@@ -49,9 +52,12 @@ struct Session {
 /// Every share session of this broker (one shard's share of them).
 #[derive(Debug, Default)]
 pub struct ShareSessions {
-    sessions: HashMap<(String, String), Session>,
+    sessions: HashMap<SessionKey, Session>,
     limit: usize,
 }
+
+/// (group, member, broker).
+type SessionKey = (String, String, i32);
 
 fn next_epoch(e: i32) -> i32 {
     if e == i32::MAX {
@@ -91,7 +97,7 @@ impl ShareSessions {
         forgotten: &[SessionPartition],
         acks: bool,
     ) -> Result<FetchContext, KelpError> {
-        let key = (who.group.to_string(), who.member.to_string());
+        let key = (who.group.to_string(), who.member.to_string(), who.broker);
         let connection = who.connection;
         match epoch {
             0 => {
@@ -141,7 +147,7 @@ impl ShareSessions {
         who: Requester<'_>,
         epoch: i32,
     ) -> Result<Option<BTreeSet<SessionPartition>>, KelpError> {
-        let key = (who.group.to_string(), who.member.to_string());
+        let key = (who.group.to_string(), who.member.to_string(), who.broker);
         match epoch {
             0 => Err(KelpError::InvalidShareSessionEpoch(0, -1)),
             -1 => self
@@ -154,7 +160,7 @@ impl ShareSessions {
     }
 
     /// The session of `key` at epoch `n`, moved on to its next epoch.
-    fn step(&mut self, key: &(String, String), n: i32) -> Result<&mut Session, KelpError> {
+    fn step(&mut self, key: &SessionKey, n: i32) -> Result<&mut Session, KelpError> {
         let s = self
             .sessions
             .get_mut(key)
@@ -168,7 +174,7 @@ impl ShareSessions {
 
     /// The groups with at least one session.
     pub fn groups(&self) -> impl Iterator<Item = &str> {
-        self.sessions.keys().map(|(g, _)| g.as_str())
+        self.sessions.keys().map(|(g, _, _)| g.as_str())
     }
 
     /// Drops the sessions `connection` opened: (group, member, partitions) of each, for the
@@ -177,7 +183,7 @@ impl ShareSessions {
         &mut self,
         connection: u64,
     ) -> Vec<(String, String, BTreeSet<SessionPartition>)> {
-        let gone: Vec<(String, String)> = self
+        let gone: Vec<SessionKey> = self
             .sessions
             .iter()
             .filter(|(_, s)| s.connection == connection)
@@ -202,6 +208,7 @@ mod tests {
             group,
             member,
             connection,
+            broker: 0,
         }
     }
 
