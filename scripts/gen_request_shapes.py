@@ -74,6 +74,8 @@ MESSAGES = [
     ("SHARE_FETCH", "ShareFetchRequest"),
     ("SHARE_ACKNOWLEDGE", "ShareAcknowledgeRequest"),
     ("DESCRIBE_SHARE_GROUP_OFFSETS", "DescribeShareGroupOffsetsRequest"),
+    ("ALTER_SHARE_GROUP_OFFSETS", "AlterShareGroupOffsetsRequest"),
+    ("DELETE_SHARE_GROUP_OFFSETS", "DeleteShareGroupOffsetsRequest"),
     ("CONSUMER_PROTOCOL_SUBSCRIPTION", "ConsumerProtocolSubscription"),
 ]
 

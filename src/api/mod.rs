@@ -7,6 +7,7 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_share_group_offsets;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod consumer_group_describe;
@@ -17,6 +18,7 @@ pub mod create_topics;
 pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
+pub mod delete_share_group_offsets;
 pub mod delete_topics;
 pub mod describe_acls;
 pub mod describe_client_quotas;
@@ -283,6 +285,12 @@ pub async fn dispatch(
         Request::ShareGroupDescribe(r) => share_group_describe::handle(&ctx, r).await.map(Some),
         Request::ShareFetch(r) => share_fetch::handle(&ctx, r).await.map(Some),
         Request::ShareAcknowledge(r) => share_acknowledge::handle(&ctx, r).await.map(Some),
+        Request::AlterShareGroupOffsets(r) => {
+            alter_share_group_offsets::handle(&ctx, r).await.map(Some)
+        }
+        Request::DeleteShareGroupOffsets(r) => {
+            delete_share_group_offsets::handle(&ctx, r).await.map(Some)
+        }
         Request::DescribeShareGroupOffsets(r) => describe_share_group_offsets::handle(&ctx, r)
             .await
             .map(Some),

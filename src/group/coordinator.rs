@@ -261,6 +261,14 @@ impl Coordinator {
             GroupRequest::ShareDescribe(g) => GroupReply::ShareDescribe(
                 self.shares.describe(&g).ok_or(KelpError::GroupIdNotFound),
             ),
+            GroupRequest::ShareAlter(g, starts) => GroupReply::Done(if self.other_type(&g) {
+                Err(KelpError::GroupProtocolMismatch(g, "share"))
+            } else {
+                self.shares.alter_starts(&g, &starts).await
+            }),
+            GroupRequest::ShareDeleteOffsets(g, topics) => {
+                GroupReply::Done(self.shares.delete_starts(&g, &topics).await)
+            }
             GroupRequest::ShareOffsets(g) => {
                 GroupReply::ShareOffsets(self.shares.starts(&g).ok_or(KelpError::GroupIdNotFound))
             }
@@ -307,6 +315,17 @@ impl Coordinator {
         }
     }
 
+    /// Whether a classic or consumer group holds `id` (with members or committed offsets).
+    fn other_type(&self, id: &str) -> bool {
+        self.classic_has_members(id)
+            || self.consumer_has_members(id)
+            || self
+                .offsets
+                .fetch_all(id)
+                .iter()
+                .any(|((t, _), _)| crate::group::share::state::topic_of(t).is_none())
+    }
+
     /// A ShareGroupHeartbeat: refused for an id a classic or consumer group holds (with
     /// members or committed offsets).
     fn share_heartbeat(
@@ -318,14 +337,7 @@ impl Coordinator {
         if id.is_empty() {
             return Err(KelpError::InvalidRequest("GroupId can't be empty.".into()));
         }
-        let other = self.classic_has_members(id)
-            || self.consumer_has_members(id)
-            || self
-                .offsets
-                .fetch_all(id)
-                .iter()
-                .any(|((t, _), _)| crate::group::share::state::topic_of(t).is_none());
-        if other {
+        if self.other_type(id) {
             return Err(KelpError::GroupProtocolMismatch(id.to_string(), "share"));
         }
         let hb = crate::group::share::group::ShareHeartbeat {

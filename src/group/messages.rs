@@ -274,6 +274,10 @@ pub enum GroupRequest {
     ShareFetch(String, Box<crate::group::share::messages::ShareFetchIn>),
     /// DescribeShareGroupOffsets: every share-partition start of share group `.0`.
     ShareOffsets(String),
+    /// AlterShareGroupOffsets: (topic, topic id, partition, start) for share group `.0`.
+    ShareAlter(String, Vec<(String, uuid::Uuid, i32, i64)>),
+    /// DeleteShareGroupOffsets: topics whose share state group `.0` forgets.
+    ShareDeleteOffsets(String, Vec<String>),
     /// A connection that opened share sessions of group `.0` closed: its id.
     ShareClosed(String, u64),
     /// A transaction that committed offsets of a group ended: its offsets become the
@@ -306,7 +310,9 @@ impl GroupRequest {
             ConsumerHeartbeat(..) => GroupReply::ConsumerHeartbeat(Err(error)),
             ConsumerDescribe(_) => GroupReply::ConsumerDescribe(Err(error)),
             TxnCommit(..) => GroupReply::Commit(Err(error)),
-            TxnOutcome { .. } | ShareClosed(..) => GroupReply::Done(Err(error)),
+            TxnOutcome { .. } | ShareClosed(..) | ShareAlter(..) | ShareDeleteOffsets(..) => {
+                GroupReply::Done(Err(error))
+            }
             ShareHeartbeat(..) => GroupReply::ShareHeartbeat(Err(error)),
             ShareDescribe(_) => GroupReply::ShareDescribe(Err(error)),
             ShareOffsets(_) => GroupReply::ShareOffsets(Err(error)),
@@ -333,6 +339,8 @@ impl GroupRequest {
             | ShareHeartbeat(g, _)
             | ShareDescribe(g)
             | ShareOffsets(g)
+            | ShareAlter(g, _)
+            | ShareDeleteOffsets(g, _)
             | ShareFetch(g, _)
             | ShareClosed(g, _)
             | TxnOutcome { group_id: g, .. } => Some(g),

@@ -26,13 +26,14 @@ use kafka_protocol::messages::{
     ListPartitionReassignmentsRequest,
 };
 use kafka_protocol::messages::{
+    AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest, ShareAcknowledgeRequest, ShareFetchRequest,
+    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
+};
+use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
     DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest, SaslAuthenticateRequest,
     SaslHandshakeRequest,
-};
-use kafka_protocol::messages::{
-    DescribeShareGroupOffsetsRequest, ShareAcknowledgeRequest, ShareFetchRequest,
-    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -127,6 +128,8 @@ requests! {
     ShareGroupDescribe(ShareGroupDescribeRequest) = SHARE_GROUP_DESCRIBE,
     ShareFetch(ShareFetchRequest) = SHARE_FETCH,
     ShareAcknowledge(ShareAcknowledgeRequest) = SHARE_ACKNOWLEDGE,
+    AlterShareGroupOffsets(AlterShareGroupOffsetsRequest) = ALTER_SHARE_GROUP_OFFSETS,
+    DeleteShareGroupOffsets(DeleteShareGroupOffsetsRequest) = DELETE_SHARE_GROUP_OFFSETS,
 }
 
 /// Parses a whole request frame (without its length prefix), as a connection does.

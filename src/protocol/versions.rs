@@ -123,6 +123,10 @@ pub mod key {
     pub const SHARE_ACKNOWLEDGE: i16 = 79;
     /// DescribeShareGroupOffsets (KIP-932): share groups' start offsets.
     pub const DESCRIBE_SHARE_GROUP_OFFSETS: i16 = 90;
+    /// AlterShareGroupOffsets (KIP-932): reset share groups' start offsets.
+    pub const ALTER_SHARE_GROUP_OFFSETS: i16 = 91;
+    /// DeleteShareGroupOffsets (KIP-932): drop share groups' state of topics.
+    pub const DELETE_SHARE_GROUP_OFFSETS: i16 = 92;
 }
 
 /// APIs whose newest versions ask exactly what an older one asks: Kelp decodes them as
@@ -517,6 +521,20 @@ pub const SUPPORTED: &[ApiSupport] = &[
         name: "DescribeShareGroupOffsets",
         min: 0,
         max: 1,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::ALTER_SHARE_GROUP_OFFSETS,
+        name: "AlterShareGroupOffsets",
+        min: 0,
+        max: 0,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::DELETE_SHARE_GROUP_OFFSETS,
+        name: "DeleteShareGroupOffsets",
+        min: 0,
+        max: 0,
         first_flexible: 0,
     },
 ];

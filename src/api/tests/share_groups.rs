@@ -2,6 +2,10 @@
 //! poll, acquisition, piggybacked acknowledgements), ShareAcknowledge, ShareGroupDescribe,
 //! and how the other group APIs treat a share group.
 
+use kafka_protocol::messages::alter_share_group_offsets_request::{
+    AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+};
+use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
 use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::share_acknowledge_request::{
     AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatchA,
@@ -11,8 +15,9 @@ use kafka_protocol::messages::share_fetch_request::{
 };
 use kafka_protocol::messages::share_fetch_response::PartitionData as SharePartitionData;
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, DescribeShareGroupOffsetsRequest, GroupId, JoinGroupRequest,
-    ListGroupsRequest, ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+    AlterShareGroupOffsetsRequest, DeleteGroupsRequest, DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest, GroupId, JoinGroupRequest, ListGroupsRequest,
+    ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
 };
 
@@ -247,6 +252,20 @@ fn a_share_group_hands_each_record_to_one_member_until_acknowledged() {
                 )
                 .await;
             assert_eq!(j.error_code, code::INCONSISTENT_GROUP_PROTOCOL);
+            let alter = AlterShareGroupOffsetsRequest::default()
+                .with_group_id(GroupId(sb(group.as_str())))
+                .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(topic_name("st"))
+                    .with_partitions(vec![
+                        AlterShareGroupOffsetsRequestPartition::default()
+                            .with_partition_index(1)
+                            .with_start_offset(0),
+                        AlterShareGroupOffsetsRequestPartition::default()
+                            .with_partition_index(7)
+                            .with_start_offset(0),
+                    ])]);
+            let r = c.send(0, alter.clone()).await;
+            assert_eq!(r.error_code, code::NON_EMPTY_GROUP);
             let del =
                 DeleteGroupsRequest::default().with_groups_names(vec![GroupId(sb(group.as_str()))]);
             let r = c.send(2, del.clone()).await;
@@ -256,6 +275,45 @@ fn a_share_group_hands_each_record_to_one_member_until_acknowledged() {
                 .with_member_id(sb("m1"))
                 .with_member_epoch(-1);
             assert_eq!(c.send(1, leave).await.member_epoch, -1);
+            // Empty now: its offsets may be reset and deleted.
+            let r = c.send(0, alter).await;
+            assert_eq!(r.error_code, code::NONE);
+            let errors: Vec<(i32, i16)> = r.responses[0]
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.error_code))
+                .collect();
+            assert_eq!(
+                errors,
+                vec![(1, code::NONE), (7, code::UNKNOWN_TOPIC_OR_PARTITION)]
+            );
+            let describe = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                DescribeShareGroupOffsetsRequestGroup::default()
+                    .with_group_id(GroupId(sb(group.as_str())))
+                    .with_topics(None),
+            ]);
+            let d = c.send(0, describe.clone()).await;
+            let starts: Vec<(i32, i64)> = d.groups[0].topics[0]
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.start_offset))
+                .collect();
+            assert_eq!(starts, vec![(0, base + 2), (1, 0)]);
+            let r = c
+                .send(
+                    0,
+                    DeleteShareGroupOffsetsRequest::default()
+                        .with_group_id(GroupId(sb(group.as_str())))
+                        .with_topics(vec![DeleteShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(topic_name("st"))]),
+                )
+                .await;
+            assert_eq!(
+                (r.error_code, r.responses[0].error_code),
+                (code::NONE, code::NONE)
+            );
+            let d = c.send(0, describe).await;
+            assert!(d.groups[0].topics.is_empty(), "{d:?}");
             let r = c.send(2, del).await;
             assert_eq!(r.results[0].error_code, code::NONE);
         }

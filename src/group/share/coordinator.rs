@@ -200,6 +200,55 @@ impl ShareCoordinator {
         )
     }
 
+    /// AlterShareGroupOffsets: each listed share-partition of group `id` starts over at the
+    /// given offset, nothing in flight, stored. The group must have no members.
+    pub async fn alter_starts(
+        &self,
+        id: &str,
+        starts: &[(String, Uuid, i32, i64)],
+    ) -> Result<(), KelpError> {
+        if self.has_members(id) {
+            return Err(KelpError::NonEmptyGroup);
+        }
+        let now_ms = crate::clock::now_ms();
+        let mut offsets = Vec::with_capacity(starts.len());
+        {
+            let mut parts = self.parts.borrow_mut();
+            for (topic, topic_id, p, start) in starts {
+                parts.remove(&(id.to_string(), *topic_id, *p));
+                let s = Stored {
+                    topic_id: *topic_id,
+                    start: *start,
+                    batches: Vec::new(),
+                };
+                offsets.push(((state::key(topic), *p), state::encode(&s, now_ms)));
+            }
+        }
+        self.offsets.commit(id, offsets).await
+    }
+
+    /// DeleteShareGroupOffsets: forgets the share state of these topics in group `id`. The
+    /// group must exist and have no members.
+    pub async fn delete_starts(&self, id: &str, topics: &[String]) -> Result<(), KelpError> {
+        if !self.is_share(id) {
+            return Err(KelpError::GroupIdNotFound);
+        }
+        if self.has_members(id) {
+            return Err(KelpError::NonEmptyGroup);
+        }
+        let gone: Vec<(String, i32)> = self
+            .offsets
+            .fetch_all(id)
+            .into_iter()
+            .map(|(tp, _)| tp)
+            .filter(|(t, _)| state::topic_of(t).is_some_and(|t| topics.iter().any(|x| x == t)))
+            .collect();
+        self.parts
+            .borrow_mut()
+            .retain(|k, l| k.0 != id || !topics.contains(&l.topic));
+        self.offsets.delete(id, &gone).await
+    }
+
     /// The share groups on this shard and whether each has members, for ListGroups.
     pub fn listed(&self) -> Vec<(String, bool)> {
         let groups = self.groups.borrow();

@@ -1182,6 +1182,48 @@ pub static DESCRIBE_SHARE_GROUP_OFFSETS: Message = Message {
     )],
 };
 
+/// `AlterShareGroupOffsetsRequest` (valid versions 0, flexible 0+).
+pub static ALTER_SHARE_GROUP_OFFSETS: Message = Message {
+    name: "AlterShareGroupOffsetsRequest",
+    api_key: 91,
+    valid: V(0, 0),
+    flexible: V(0, MAX),
+    fields: &[
+        f("GroupId", Kind::String, V(0, MAX)),
+        f(
+            "Topics",
+            Kind::Array(&Kind::Struct(&[
+                f("TopicName", Kind::String, V(0, MAX)),
+                f(
+                    "Partitions",
+                    Kind::Array(&Kind::Struct(&[
+                        f("PartitionIndex", Kind::Int32, V(0, MAX)),
+                        f("StartOffset", Kind::Int64, V(0, MAX)),
+                    ])),
+                    V(0, MAX),
+                ),
+            ])),
+            V(0, MAX),
+        ),
+    ],
+};
+
+/// `DeleteShareGroupOffsetsRequest` (valid versions 0, flexible 0+).
+pub static DELETE_SHARE_GROUP_OFFSETS: Message = Message {
+    name: "DeleteShareGroupOffsetsRequest",
+    api_key: 92,
+    valid: V(0, 0),
+    flexible: V(0, MAX),
+    fields: &[
+        f("GroupId", Kind::String, V(0, MAX)),
+        f(
+            "Topics",
+            Kind::Array(&Kind::Struct(&[f("TopicName", Kind::String, V(0, MAX))])),
+            V(0, MAX),
+        ),
+    ],
+};
+
 /// `ConsumerProtocolSubscription` (valid versions 0-3, flexible none).
 pub static CONSUMER_PROTOCOL_SUBSCRIPTION: Message = Message {
     name: "ConsumerProtocolSubscription",
@@ -1258,5 +1300,7 @@ pub static ALL: &[&Message] = &[
     &SHARE_FETCH,
     &SHARE_ACKNOWLEDGE,
     &DESCRIBE_SHARE_GROUP_OFFSETS,
+    &ALTER_SHARE_GROUP_OFFSETS,
+    &DELETE_SHARE_GROUP_OFFSETS,
     &CONSUMER_PROTOCOL_SUBSCRIPTION,
 ];

@@ -229,6 +229,8 @@ fn table_agrees_with_the_crate_for_every_supported_version() {
     agree::<ShareFetchRequest>(&SHARE_FETCH);
     agree::<ShareAcknowledgeRequest>(&SHARE_ACKNOWLEDGE);
     agree::<DescribeShareGroupOffsetsRequest>(&DESCRIBE_SHARE_GROUP_OFFSETS);
+    agree::<AlterShareGroupOffsetsRequest>(&ALTER_SHARE_GROUP_OFFSETS);
+    agree::<DeleteShareGroupOffsetsRequest>(&DELETE_SHARE_GROUP_OFFSETS);
     agree::<ConsumerProtocolSubscription>(&CONSUMER_PROTOCOL_SUBSCRIPTION);
 }
 
