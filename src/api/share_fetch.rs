@@ -2,7 +2,8 @@
 //! it handled and acquires more records, in its share session.
 //!
 //! Checks the member id and READ on the group (top-level errors), READ on each named topic
-//! (those denied are answered TOPIC_AUTHORIZATION_FAILED and left out), and the shape of
+//! (those denied are answered TOPIC_AUTHORIZATION_FAILED and left out, as are unknown
+//! topics and partitions, UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION), and the shape of
 //! each partition's acknowledgement batches (a malformed set fails that partition with
 //! INVALID_REQUEST, as Kafka validates before applying), then hands the request to the
 //! group's coordinator shard (`shard::share`), which owns sessions and share-partitions.
@@ -139,16 +140,28 @@ pub async fn handle(
         Ok(who) => who,
         Err(e) => return refused(ctx, resp, e),
     };
-    let mut denied: Vec<(SessionPartition, bool)> = Vec::new();
+    // Partitions answered here and kept out of the session: not readable, or not there (a
+    // session of made-up partitions would grow with every request).
+    let mut denied: Vec<(SessionPartition, bool, KelpError)> = Vec::new();
     let mut added = Vec::new();
     let mut acks: Vec<PartitionAcks> = Vec::new();
+    let snap = ctx.shard.cluster.snapshot();
     for t in &req.topics {
         let allowed = may_read(ctx, &t.topic_id);
+        let partitions = snap.by_id.get(&t.topic_id).map(|m| m.partitions);
         for p in &t.partitions {
             let tp = (t.topic_id, p.partition_index);
             let has_acks = !p.acknowledgement_batches.is_empty();
-            if !allowed {
-                denied.push((tp, has_acks));
+            let refusal = match partitions {
+                _ if !allowed => Some(KelpError::TopicAuthorizationFailed),
+                None => Some(KelpError::UnknownTopicId),
+                Some(n) if !(0..n).contains(&p.partition_index) => {
+                    Some(KelpError::UnknownTopicOrPartition)
+                }
+                Some(_) => None,
+            };
+            if let Some(e) = refusal {
+                denied.push((tp, has_acks, e));
                 continue;
             }
             added.push(tp);
@@ -196,8 +209,7 @@ pub async fn handle(
     };
     resp.acquisition_lock_timeout_ms = out.lock_ms;
     let mut topics: BTreeMap<Uuid, Vec<PartitionData>> = BTreeMap::new();
-    for ((topic, partition), had_acks) in denied {
-        let e = KelpError::TopicAuthorizationFailed;
+    for ((topic, partition), had_acks, e) in denied {
         let mut pd = PartitionData::default();
         pd.partition_index = partition;
         pd.error_code = e.code();
