@@ -69,6 +69,7 @@ MESSAGES = [
     ("LIST_PARTITION_REASSIGNMENTS", "ListPartitionReassignmentsRequest"),
     ("CONSUMER_GROUP_HEARTBEAT", "ConsumerGroupHeartbeatRequest"),
     ("CONSUMER_GROUP_DESCRIBE", "ConsumerGroupDescribeRequest"),
+    ("LIST_CONFIG_RESOURCES", "ListConfigResourcesRequest"),
     ("SHARE_GROUP_HEARTBEAT", "ShareGroupHeartbeatRequest"),
     ("SHARE_GROUP_DESCRIBE", "ShareGroupDescribeRequest"),
     ("SHARE_FETCH", "ShareFetchRequest"),

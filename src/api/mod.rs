@@ -40,6 +40,7 @@ pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
+pub mod list_config_resources;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod list_partition_reassignments;
@@ -285,6 +286,7 @@ pub async fn dispatch(
         Request::ShareGroupDescribe(r) => share_group_describe::handle(&ctx, r).await.map(Some),
         Request::ShareFetch(r) => share_fetch::handle(&ctx, r).await.map(Some),
         Request::ShareAcknowledge(r) => share_acknowledge::handle(&ctx, r).await.map(Some),
+        Request::ListConfigResources(r) => list_config_resources::handle(&ctx, r).map(Some),
         Request::AlterShareGroupOffsets(r) => {
             alter_share_group_offsets::handle(&ctx, r).await.map(Some)
         }

@@ -27,8 +27,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest,
-    DescribeShareGroupOffsetsRequest, ShareAcknowledgeRequest, ShareFetchRequest,
-    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
+    DescribeShareGroupOffsetsRequest, ListConfigResourcesRequest, ShareAcknowledgeRequest,
+    ShareFetchRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
 };
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
@@ -124,6 +124,7 @@ requests! {
     ListPartitionReassignments(ListPartitionReassignmentsRequest) = LIST_PARTITION_REASSIGNMENTS,
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest) = CONSUMER_GROUP_HEARTBEAT,
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest) = CONSUMER_GROUP_DESCRIBE,
+    ListConfigResources(ListConfigResourcesRequest) = LIST_CONFIG_RESOURCES,
     ShareGroupHeartbeat(ShareGroupHeartbeatRequest) = SHARE_GROUP_HEARTBEAT,
     ShareGroupDescribe(ShareGroupDescribeRequest) = SHARE_GROUP_DESCRIBE,
     ShareFetch(ShareFetchRequest) = SHARE_FETCH,

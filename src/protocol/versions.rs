@@ -113,6 +113,8 @@ pub mod key {
     pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
     /// ConsumerGroupDescribe (KIP-848): consumer groups' epochs, members and assignments.
     pub const CONSUMER_GROUP_DESCRIBE: i16 = 69;
+    /// ListConfigResources (KIP-1142; ListClientMetricsResources before): resources with configs.
+    pub const LIST_CONFIG_RESOURCES: i16 = 74;
     /// ShareGroupHeartbeat (KIP-932): share group members join, beat and leave.
     pub const SHARE_GROUP_HEARTBEAT: i16 = 76;
     /// ShareGroupDescribe (KIP-932): share groups' members and assignments.
@@ -484,6 +486,13 @@ pub const SUPPORTED: &[ApiSupport] = &[
     ApiSupport {
         key: key::CONSUMER_GROUP_DESCRIBE,
         name: "ConsumerGroupDescribe",
+        min: 0,
+        max: 1,
+        first_flexible: 0,
+    },
+    ApiSupport {
+        key: key::LIST_CONFIG_RESOURCES,
+        name: "ListConfigResources",
         min: 0,
         max: 1,
         first_flexible: 0,

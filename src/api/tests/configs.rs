@@ -682,3 +682,39 @@ fn legacy_alter_configs_replaces_a_groups_overrides() {
         );
     });
 }
+
+#[test]
+fn list_config_resources_names_topics_brokers_and_groups_with_configs() {
+    use kafka_protocol::messages::ListConfigResourcesRequest;
+    run(1, &[], |b| async move {
+        let c = &b.client;
+        create_topic(c, "lc", 1).await;
+        let all = c.send(1, ListConfigResourcesRequest::default()).await;
+        assert_eq!(all.error_code, code::NONE);
+        let names: Vec<(i8, &str)> = all
+            .config_resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str()))
+            .collect();
+        assert!(names.contains(&(2, "lc")), "{names:?}");
+        let node = c.shard.config.node_id.to_string();
+        assert!(names.contains(&(4, node.as_str())), "{names:?}");
+        let topics = c
+            .send(
+                1,
+                ListConfigResourcesRequest::default().with_resource_types(vec![2]),
+            )
+            .await;
+        assert!(topics.config_resources.iter().all(|r| r.resource_type == 2));
+        // v0 (ListClientMetricsResources): Kelp has no client metrics resources.
+        let v0 = c.send(0, ListConfigResourcesRequest::default()).await;
+        assert!(v0.config_resources.is_empty());
+        let bad = c
+            .send(
+                1,
+                ListConfigResourcesRequest::default().with_resource_types(vec![99]),
+            )
+            .await;
+        assert_eq!(bad.error_code, code::INVALID_REQUEST);
+    });
+}

@@ -1040,6 +1040,15 @@ pub static CONSUMER_GROUP_DESCRIBE: Message = Message {
     ],
 };
 
+/// `ListConfigResourcesRequest` (valid versions 0-1, flexible 0+).
+pub static LIST_CONFIG_RESOURCES: Message = Message {
+    name: "ListConfigResourcesRequest",
+    api_key: 74,
+    valid: V(0, 1),
+    flexible: V(0, MAX),
+    fields: &[f("ResourceTypes", Kind::Array(&Kind::Int8), V(1, MAX))],
+};
+
 /// `ShareGroupHeartbeatRequest` (valid versions 1, flexible 0+).
 pub static SHARE_GROUP_HEARTBEAT: Message = Message {
     name: "ShareGroupHeartbeatRequest",
@@ -1295,6 +1304,7 @@ pub static ALL: &[&Message] = &[
     &LIST_PARTITION_REASSIGNMENTS,
     &CONSUMER_GROUP_HEARTBEAT,
     &CONSUMER_GROUP_DESCRIBE,
+    &LIST_CONFIG_RESOURCES,
     &SHARE_GROUP_HEARTBEAT,
     &SHARE_GROUP_DESCRIBE,
     &SHARE_FETCH,

@@ -224,6 +224,7 @@ fn table_agrees_with_the_crate_for_every_supported_version() {
     agree::<ListPartitionReassignmentsRequest>(&LIST_PARTITION_REASSIGNMENTS);
     agree::<ConsumerGroupHeartbeatRequest>(&CONSUMER_GROUP_HEARTBEAT);
     agree::<ConsumerGroupDescribeRequest>(&CONSUMER_GROUP_DESCRIBE);
+    agree::<ListConfigResourcesRequest>(&LIST_CONFIG_RESOURCES);
     agree::<ShareGroupHeartbeatRequest>(&SHARE_GROUP_HEARTBEAT);
     agree::<ShareGroupDescribeRequest>(&SHARE_GROUP_DESCRIBE);
     agree::<ShareFetchRequest>(&SHARE_FETCH);
