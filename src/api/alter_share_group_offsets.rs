@@ -15,6 +15,26 @@ use crate::error::{ConnectionError, KelpError};
 use crate::group::{GroupReply, GroupRequest};
 use crate::protocol::Response;
 
+/// A share group offsets change (Alter/DeleteShareGroupOffsets): a group id, `op` on the
+/// group, then the coordinator's answer.
+pub(super) async fn admin_call(
+    ctx: &RequestContext,
+    op: Operation,
+    req: GroupRequest,
+) -> Result<(), KelpError> {
+    let group = req.group_id().unwrap_or_default();
+    if group.is_empty() {
+        return Err(KelpError::InvalidGroupId);
+    }
+    if !ctx.allowed(op, ResourceType::Group, group) {
+        return Err(KelpError::GroupAuthorizationFailed);
+    }
+    match ctx.shard.group_call(req).await {
+        GroupReply::Done(r) => r,
+        _ => Err(KelpError::CoordinatorNotAvailable),
+    }
+}
+
 /// Handles an AlterShareGroupOffsets request.
 pub async fn handle(
     ctx: &RequestContext,
@@ -50,20 +70,12 @@ pub async fn handle(
         }
         resp.responses.push(out);
     }
-    let result = if group.is_empty() {
-        Err(KelpError::InvalidGroupId)
-    } else if !ctx.allowed(Operation::Read, ResourceType::Group, &group) {
-        Err(KelpError::GroupAuthorizationFailed)
-    } else {
-        match ctx
-            .shard
-            .group_call(GroupRequest::ShareAlter(group, starts))
-            .await
-        {
-            GroupReply::Done(r) => r,
-            _ => Err(KelpError::CoordinatorNotAvailable),
-        }
-    };
+    let result = admin_call(
+        ctx,
+        Operation::Read,
+        GroupRequest::ShareAlter(group, starts),
+    )
+    .await;
     if let Err(e) = result {
         resp.error_code = e.code();
         resp.error_message = e.message().map(sb);

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{DeleteShareGroupOffsetsRequest, DeleteShareGroupO
 use super::{encoded, sb, RequestContext};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::error::{ConnectionError, KelpError};
-use crate::group::{GroupReply, GroupRequest};
+use crate::group::GroupRequest;
 use crate::protocol::Response;
 
 /// Handles a DeleteShareGroupOffsets request.
@@ -41,20 +41,8 @@ pub async fn handle(
         }
         resp.responses.push(out);
     }
-    let result = if group.is_empty() {
-        Err(KelpError::InvalidGroupId)
-    } else if !ctx.allowed(Operation::Delete, ResourceType::Group, &group) {
-        Err(KelpError::GroupAuthorizationFailed)
-    } else {
-        match ctx
-            .shard
-            .group_call(GroupRequest::ShareDeleteOffsets(group, topics))
-            .await
-        {
-            GroupReply::Done(r) => r,
-            _ => Err(KelpError::CoordinatorNotAvailable),
-        }
-    };
+    let req = GroupRequest::ShareDeleteOffsets(group, topics);
+    let result = super::alter_share_group_offsets::admin_call(ctx, Operation::Delete, req).await;
     if let Err(e) = result {
         resp.error_code = e.code();
         resp.error_message = e.message().map(sb);
