@@ -100,38 +100,43 @@ fn iso_duration(s: &str) -> Option<Duration> {
     (num.is_empty() && secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
 }
 
-/// The batches a member may acquire of those read: under read_committed, data batches of
-/// aborted transactions are left out (the share-partition archives them as gaps), markers
-/// stay (the client acknowledges them as gaps). (first, last) offsets, in order.
-fn acquirable(
+/// Each batch read as (first offset, last offset, whether a member may acquire it), in
+/// order (an unparseable one covers nothing). Under read_committed, data batches of aborted
+/// transactions may not be acquired (the share-partition archives them as gaps), markers may
+/// (the client acknowledges them as gaps). Aborted transactions are taken in offset order
+/// and each ends at its producer's marker, as Kafka's consumers read them: a producer's
+/// later transaction in the same read is not taken for the aborted one.
+fn spans(
     batches: &[bytes::Bytes],
     aborted: &[AbortedTxn],
     committed: bool,
-) -> Vec<(i64, i64)> {
+) -> Vec<(i64, i64, bool)> {
+    let mut pending: Vec<&AbortedTxn> = if committed {
+        aborted.iter().collect()
+    } else {
+        Vec::new()
+    };
+    pending.sort_by_key(|a| std::cmp::Reverse(a.first_offset));
     let mut open: BTreeSet<i64> = BTreeSet::new();
-    let mut out = Vec::with_capacity(batches.len());
-    for b in batches {
-        let Ok(h) = BatchHeader::parse(b) else {
-            continue;
-        };
-        if committed && h.is_transactional() {
-            if h.is_control() {
-                open.remove(&h.producer_id);
-            } else {
-                let aborts = aborted
-                    .iter()
-                    .any(|a| a.producer_id == h.producer_id && a.first_offset <= h.base_offset);
-                if aborts {
-                    open.insert(h.producer_id);
-                }
-                if open.contains(&h.producer_id) {
-                    continue;
+    batches
+        .iter()
+        .map(|b| {
+            let Ok(h) = BatchHeader::parse(b) else {
+                return (i64::MAX, i64::MIN, false);
+            };
+            let (first, last) = (h.base_offset, h.last_offset());
+            while pending.last().is_some_and(|a| a.first_offset <= last) {
+                if let Some(a) = pending.pop() {
+                    open.insert(a.producer_id);
                 }
             }
-        }
-        out.push((h.base_offset, h.last_offset()));
-    }
-    out
+            let aborted_data = h.is_transactional() && open.contains(&h.producer_id);
+            if h.is_transactional() && h.is_control() {
+                open.remove(&h.producer_id);
+            }
+            (first, last, !aborted_data || h.is_control())
+        })
+        .collect()
 }
 
 impl Shard {
@@ -270,7 +275,9 @@ impl Shard {
                             partition: key.2,
                             offset: read.high_watermark.max(offset),
                         });
-                        let ranges = acquirable(&read.batches, &read.aborted, committed);
+                        let spans = spans(&read.batches, &read.aborted, committed);
+                        let ranges: Vec<(i64, i64)> =
+                            spans.iter().filter(|s| s.2).map(|s| (s.0, s.1)).collect();
                         let acquired = shares.acquire(key, &member, &ranges, left, now, lock);
                         let (Some(lo), Some(hi)) = (acquired.first(), acquired.last()) else {
                             continue;
@@ -281,9 +288,7 @@ impl Shard {
                         got = true;
                         let o = entry(out, tp);
                         // Whole batches, those outside the acquired span trimmed.
-                        for (b, &(first, last)) in
-                            read.batches.iter().zip(&batch_spans(&read.batches))
-                        {
+                        for (b, &(first, last, _)) in read.batches.iter().zip(&spans) {
                             if last >= lo && first <= hi {
                                 o.records.push(b.clone());
                             }
@@ -428,16 +433,6 @@ fn entry(
     })
 }
 
-/// The (first, last) offsets of each batch (unparseable ones cover nothing).
-fn batch_spans(batches: &[bytes::Bytes]) -> Vec<(i64, i64)> {
-    batches
-        .iter()
-        .map(|b| {
-            BatchHeader::parse(b).map_or((i64::MAX, i64::MIN), |h| (h.base_offset, h.last_offset()))
-        })
-        .collect()
-}
-
 /// The topic name of a session partition, or why it cannot be read.
 fn resolve(snap: &Snapshot, (topic, partition): SessionPartition) -> Result<String, KelpError> {
     let m = snap.by_id.get(&topic).ok_or(KelpError::UnknownTopicId)?;
@@ -450,6 +445,53 @@ fn resolve(snap: &Snapshot, (topic, partition): SessionPartition) -> Result<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn txn(base: i64, pid: i64) -> bytes::Bytes {
+        use crate::record::build::{BatchBuilder, RecordParts};
+        let mut b = BatchBuilder::default();
+        b.push(RecordParts {
+            timestamp: 1,
+            key: None,
+            value: Some(b"v"),
+            header_count: 0,
+            headers: &[],
+        });
+        b.finish_for(base, Some((pid, 0, 0x10)))
+    }
+
+    fn marker(base: i64, pid: i64, kind: crate::record::control::ControlType) -> bytes::Bytes {
+        let mut m = crate::record::control::marker_batch(kind, pid, 0, 0, 1);
+        m[..8].copy_from_slice(&base.to_be_bytes());
+        m.freeze()
+    }
+
+    #[test]
+    fn only_the_aborted_transaction_is_left_out_not_the_producers_next_one() {
+        use crate::record::control::ControlType::{Abort, Commit};
+        let read = vec![
+            txn(10, 7),
+            marker(11, 7, Abort),
+            txn(12, 7),
+            marker(13, 7, Commit),
+        ];
+        let aborted = [AbortedTxn {
+            producer_id: 7,
+            first_offset: 10,
+            last_offset: 11,
+        }];
+        let got = spans(&read, &aborted, true);
+        assert_eq!(
+            got,
+            vec![
+                (10, 10, false),
+                (11, 11, true),
+                (12, 12, true),
+                (13, 13, true)
+            ]
+        );
+        // read_uncommitted acquires everything.
+        assert!(spans(&read, &aborted, false).iter().all(|s| s.2));
+    }
 
     #[test]
     fn auto_offset_reset_values_parse_as_kafka_writes_them() {
