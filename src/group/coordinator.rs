@@ -195,9 +195,14 @@ impl Coordinator {
                 | GroupRequest::DeleteOffsets(..)
                 | GroupRequest::TxnCommit(..)
         );
+        // A classic or KIP-848 group in memory is not a share group (a share group's id gives
+        // way to neither), so the common case skips the look at the stored offsets.
+        let known = |g: &str| {
+            self.groups.borrow().contains_key(g) || self.consumers.borrow().contains_key(g)
+        };
         if let Some(g) = req
             .group_id()
-            .filter(|g| consumerish && self.shares.is_share(g))
+            .filter(|g| consumerish && !known(g) && self.shares.is_share(g))
         {
             let e = KelpError::GroupProtocolMismatch(g.to_string(), "consumer");
             return req.refuse(e);
