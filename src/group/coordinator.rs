@@ -515,23 +515,30 @@ impl Coordinator {
             .insert(producer_id, offsets);
     }
 
-    /// Applies (commit) or drops the offsets a transaction held.
+    /// Applies (commit) or drops the offsets a transaction held. Committed ones stay held
+    /// until the store has them: meanwhile an OffsetFetch with require_stable still answers
+    /// UNSTABLE_OFFSET_COMMIT for them. Dropped first, they were for a moment neither held
+    /// nor committed, and a consumer taking a partition over then read the offset from
+    /// before the transaction and processed its input again (Kafka Streams' exactly-once
+    /// counted twice after a rebalance on SeaweedMQ, whose store writes take longest).
     async fn txn_outcome(&self, id: &str, producer_id: i64, commit: bool) -> Result<(), KelpError> {
-        let held = {
-            let mut pending = self.pending.borrow_mut();
-            let held = pending.get_mut(id).and_then(|m| m.remove(&producer_id));
-            if pending.get(id).is_some_and(|m| m.is_empty()) {
+        let held = self.pending_of(id, producer_id);
+        if commit && !held.is_empty() {
+            // On failure they stay held for the coordinator's next try.
+            self.offsets.commit(id, held.clone()).await?;
+        }
+        let mut pending = self.pending.borrow_mut();
+        if let Some(by_producer) = pending.get_mut(id) {
+            if let Some(h) = by_producer.get_mut(&producer_id) {
+                // Only what was applied: the store write let other work run.
+                h.retain(|o| !held.contains(o));
+                if h.is_empty() {
+                    by_producer.remove(&producer_id);
+                }
+            }
+            if by_producer.is_empty() {
                 pending.remove(id);
             }
-            held
-        };
-        let Some(held) = held.filter(|h| commit && !h.is_empty()) else {
-            return Ok(());
-        };
-        if let Err(e) = self.offsets.commit(id, held.clone()).await {
-            // Kept for the coordinator's next try.
-            self.restore_pending(id, producer_id, held);
-            return Err(e);
         }
         Ok(())
     }
@@ -662,6 +669,8 @@ mod tests {
     use std::sync::Arc;
 
     use futures::executor::block_on;
+    use futures::future::LocalBoxFuture;
+    use futures::FutureExt;
 
     use super::*;
     use crate::group::consumer::{Assignment, HeartbeatIn, TopicView};
@@ -755,5 +764,103 @@ mod tests {
         assert!(c.consumers.borrow().is_empty());
         // Offsets outlive the group object.
         assert_eq!(listed(&c), [("kept".into(), "classic")]);
+    }
+
+    /// Offsets in memory, a commit applied only once its gate opens (as a store that writes
+    /// elsewhere before it keeps them).
+    struct GatedStore {
+        mem: Rc<InMemoryOffsetStore>,
+        gate: RefCell<Option<futures::channel::oneshot::Receiver<()>>>,
+    }
+
+    impl OffsetStore for GatedStore {
+        fn commit(
+            &self,
+            group: &str,
+            offsets: Vec<(TopicPartition, CommittedOffset)>,
+        ) -> LocalBoxFuture<'static, Result<(), KelpError>> {
+            let (mem, group, gate) = (self.mem.clone(), group.to_string(), self.gate.take());
+            Box::pin(async move {
+                if let Some(gate) = gate {
+                    let _ = gate.await;
+                }
+                mem.commit(&group, offsets).await
+            })
+        }
+        fn fetch(&self, group: &str, tp: &TopicPartition) -> Option<CommittedOffset> {
+            self.mem.fetch(group, tp)
+        }
+        fn fetch_all(&self, group: &str) -> Vec<(TopicPartition, CommittedOffset)> {
+            self.mem.fetch_all(group)
+        }
+        fn delete(
+            &self,
+            group: &str,
+            partitions: &[TopicPartition],
+        ) -> LocalBoxFuture<'static, Result<(), KelpError>> {
+            self.mem.delete(group, partitions)
+        }
+        fn delete_group(&self, group: &str) -> LocalBoxFuture<'static, Result<(), KelpError>> {
+            self.mem.delete_group(group)
+        }
+        fn groups(&self) -> Vec<String> {
+            self.mem.groups()
+        }
+    }
+
+    #[test]
+    fn a_committed_transactions_offsets_stay_unstable_until_stored() {
+        let (open, gate) = futures::channel::oneshot::channel();
+        let store = Rc::new(GatedStore {
+            mem: Rc::new(InMemoryOffsetStore::default()),
+            gate: RefCell::new(None),
+        });
+        let c = Coordinator::new(GroupConfig::default(), store.clone());
+        let tp: TopicPartition = ("t".into(), 0);
+        let at = |offset| CommittedOffset::committed(offset, -1, None, 0);
+        let commit = CommitRequest {
+            member_id: String::new(),
+            instance_id: None,
+            generation_id: -1,
+            offsets: vec![(tp.clone(), at(10))],
+            modern: true,
+        };
+        block_on(c.handle(GroupRequest::Commit("g".into(), commit)));
+        let held = TxnCommitRequest {
+            producer_id: 7,
+            epoch: 0,
+            member_id: String::new(),
+            instance_id: None,
+            generation_id: -1,
+            offsets: vec![(tp.clone(), at(20))],
+        };
+        block_on(c.handle(GroupRequest::TxnCommit("g".into(), held)));
+        let stable_fetch = || {
+            let r = FetchRequest {
+                partitions: Some(vec![tp.clone()]),
+                require_stable: true,
+                member: None,
+            };
+            // Answered at once (no store write), also from inside the executor.
+            match c.handle(GroupRequest::Fetch("g".into(), r)).now_or_never() {
+                Some(GroupReply::Fetch(Ok(rows))) => rows[0].1.clone().map(|o| o.map(|o| o.offset)),
+                _ => panic!("an OffsetFetch answer"),
+            }
+        };
+        assert_eq!(stable_fetch(), Err(KelpError::UnstableOffsetCommit));
+        *store.gate.borrow_mut() = Some(gate);
+        let outcome = GroupRequest::TxnOutcome {
+            group_id: "g".into(),
+            producer_id: 7,
+            commit: true,
+        };
+        let (done, ()) = block_on(futures::future::join(c.handle(outcome), async {
+            // The store write is under way: neither the old offset nor "none held".
+            assert_eq!(stable_fetch(), Err(KelpError::UnstableOffsetCommit));
+            let _ = open.send(());
+        }));
+        assert!(matches!(done, GroupReply::Done(Ok(()))));
+        assert_eq!(stable_fetch(), Ok(Some(20)));
+        assert!(c.pending.borrow().is_empty());
     }
 }

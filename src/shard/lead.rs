@@ -129,19 +129,16 @@ impl Shard {
     }
 
     /// Serves a group request on this (its coordinator) shard: refused when another node
-    /// coordinates the group; a group new here has its offsets read first.
+    /// coordinates the group; a group new here has its offsets read first, once
+    /// (`group_load`).
     pub(super) async fn serve_group(&self, req: GroupRequest) -> GroupReply {
         if let Some(g) = req.group_id().filter(|_| self.cluster.ownership.leased()) {
             if !self.cluster.coordinates(g) {
                 return req.refuse(KelpError::NotCoordinator);
             }
-            if !self.fresh_groups.borrow().contains(g) {
-                let g = g.to_string();
-                if let Err(e) = self.groups.reload(&g).await {
-                    tracing::warn!(group = %g, error = %e, "group offsets not read");
-                    return req.refuse(KelpError::CoordinatorLoadInProgress);
-                }
-                self.fresh_groups.borrow_mut().insert(g);
+            if let Err(e) = self.group_loads.ensure(g, || self.groups.reload(g)).await {
+                tracing::warn!(group = %g, error = %e, "group offsets not read");
+                return req.refuse(KelpError::CoordinatorLoadInProgress);
             }
         }
         let held_by = match &req {
@@ -176,17 +173,9 @@ impl Shard {
         if now == seen || !self.cluster.ownership.leased() {
             return now;
         }
-        let moved: Vec<String> = self
-            .fresh_groups
-            .borrow()
-            .iter()
-            .filter(|g| !self.cluster.coordinates(g))
-            .cloned()
-            .collect();
-        for g in moved {
+        for g in self.group_loads.take_moved(|g| self.cluster.coordinates(g)) {
             tracing::info!(group = %g, "group moved to another node");
             self.groups.forget(&g);
-            self.fresh_groups.borrow_mut().remove(&g);
         }
         now
     }

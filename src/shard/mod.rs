@@ -8,6 +8,7 @@
 //! what lies behind the cache, `group/` for coordination and `cluster/` for the shared
 //! metadata snapshot.
 
+mod group_load;
 mod lead;
 pub mod ops;
 pub mod security;
@@ -60,8 +61,9 @@ pub struct Shard {
     pub connections: Cell<usize>,
     /// The consumer groups this shard coordinates.
     pub groups: Coordinator,
-    /// Groups whose offsets were read since they last moved here (several nodes only).
-    fresh_groups: RefCell<std::collections::HashSet<String>>,
+    /// Groups whose offsets were read since they last moved here, and the reads under way
+    /// (several nodes only).
+    group_loads: group_load::GroupLoads,
     /// Counters and latencies exported on `--metrics-addr`.
     pub stats: Arc<ShardStats>,
     /// The storage engine behind the caches, chosen at start-up.
@@ -116,7 +118,7 @@ impl Shard {
             txn_busy: RefCell::new(std::collections::HashSet::new()),
             txn_waiters: RefCell::new(HashMap::new()),
             broker_configs: std::cell::OnceCell::new(),
-            fresh_groups: RefCell::new(std::collections::HashSet::new()),
+            group_loads: group_load::GroupLoads::default(),
             groups: Coordinator::new(
                 GroupConfig {
                     initial_rebalance_delay: Duration::from_millis(
