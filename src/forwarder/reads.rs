@@ -122,9 +122,32 @@ impl Forwarder {
         Err(last.unwrap_or_else(|| unavailable("GetPartitionRangeInfo", "failed")))
     }
 
+    /// Records from `offset` (below `end`), re-encoded as Kafka batches, each stamped with
+    /// the leader epoch its offsets were written under (`epoch_at`).
+    pub(super) async fn fetch(
+        &self,
+        topic: &str,
+        k: i32,
+        offset: i64,
+        max_bytes: usize,
+        end: i64,
+    ) -> Result<FetchOut, KelpError> {
+        let mut out = self.fetch_stored(topic, k, offset, max_bytes, end).await?;
+        if !out.batches.is_empty() {
+            let history = self.cluster.ownership.history(topic, k).unwrap_or_default();
+            for b in out.batches.iter_mut() {
+                let last =
+                    crate::record::batch::BatchHeader::parse(b).map_or(-1, |h| h.last_offset());
+                let epoch = epoch_at(&history, last);
+                *b = crate::record::batch::with_leader_epoch(std::mem::take(b), epoch);
+            }
+        }
+        Ok(out)
+    }
+
     /// Records from `offset` (below `end`): from the flushed log files, else FetchMessage on
     /// the leader; re-encoded as Kafka batches.
-    pub(super) async fn fetch(
+    async fn fetch_stored(
         &self,
         topic: &str,
         k: i32,
@@ -313,6 +336,20 @@ impl Forwarder {
     }
 }
 
+/// The leader epoch under which `offset` was written, from a partition's tenures (epoch,
+/// first offset), oldest first: the newest one starting at or before it. -1 (a consumer
+/// then skips the check) before the tenures kept, or when they are not known. SeaweedMQ
+/// keeps no epoch with its records, so batches read back get it here; the batch's last
+/// offset is the one to look up, as a consumer's position goes past it, and a run of
+/// records read back may cross into a newer tenure.
+pub(super) fn epoch_at(history: &[(i32, i64)], offset: i64) -> i32 {
+    history
+        .iter()
+        .rev()
+        .find(|&&(_, start)| start <= offset)
+        .map_or(-1, |&(epoch, _)| epoch)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,5 +433,16 @@ mod tests {
         assert!(r.is_err_and(|e| e.is_transient()));
         let took = start.elapsed();
         assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(600));
+    }
+
+    #[test]
+    fn a_batch_read_back_gets_the_epoch_its_last_offset_was_written_under() {
+        let history = [(3, 100), (4, 250), (6, 400)];
+        assert_eq!(super::epoch_at(&history, 99), -1, "before the tenures kept");
+        assert_eq!(super::epoch_at(&history, 100), 3);
+        assert_eq!(super::epoch_at(&history, 249), 3);
+        assert_eq!(super::epoch_at(&history, 250), 4);
+        assert_eq!(super::epoch_at(&history, 10_000), 6);
+        assert_eq!(super::epoch_at(&[], 5), -1);
     }
 }

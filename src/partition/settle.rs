@@ -153,6 +153,9 @@ impl Partition {
                 _ => Reserved::Duplicate(original),
             });
         }
+        let mut batches = batches;
+        // The tenure's epoch (0 on a lone node); -1 would be a partition nobody leads.
+        batches.stamp_leader_epoch(self.epoch.max(-1));
         let assigned = batches.assign_offsets(self.next_offset);
         for (h, _) in &assigned {
             self.producers.record(h);

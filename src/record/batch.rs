@@ -11,6 +11,8 @@ pub const BATCH_HEADER_LEN: usize = 61;
 pub const LOG_OVERHEAD: usize = 12;
 
 const OFF_BATCH_LENGTH: usize = 8;
+/// The partition leader epoch: outside the CRC, so a broker stamps it on append (KIP-101).
+const OFF_LEADER_EPOCH: usize = 12;
 const OFF_MAGIC: usize = 16;
 const OFF_CRC: usize = 17;
 const OFF_ATTRIBUTES: usize = 21;
@@ -73,6 +75,27 @@ pub fn add_seq(seq: i32, delta: i32) -> i32 {
     } else {
         sum as i32
     }
+}
+
+/// The partition leader epoch a stored batch carries (-1 if it is shorter than a header).
+pub fn leader_epoch_of(b: &[u8]) -> i32 {
+    if b.len() < BATCH_HEADER_LEN {
+        return -1;
+    }
+    be_i32(b, OFF_LEADER_EPOCH)
+}
+
+/// `b` with its partition leader epoch set to `epoch` (outside the CRC); copied only when
+/// its bytes are shared and the epoch differs.
+pub fn with_leader_epoch(b: Bytes, epoch: i32) -> Bytes {
+    if b.len() < BATCH_HEADER_LEN || leader_epoch_of(&b) == epoch {
+        return b;
+    }
+    let mut m = b
+        .try_into_mut()
+        .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+    m[OFF_LEADER_EPOCH..OFF_LEADER_EPOCH + 4].copy_from_slice(&epoch.to_be_bytes());
+    m.freeze()
 }
 
 impl BatchHeader {
@@ -328,6 +351,17 @@ impl ValidatedBatches {
         self.max_timestamp = now_ms;
     }
 
+    /// Stamps every batch with the partition leader epoch it is appended under, in place (the
+    /// CRC does not cover it), as Kafka's brokers do: a consumer keeps the epoch of what it
+    /// read with its position and committed offset, and checks it against the leader's
+    /// history after a leader change (KIP-320). Clients send 0 (librdkafka) or -1 (Java).
+    pub fn stamp_leader_epoch(&mut self, epoch: i32) {
+        for (start, _) in &self.batches {
+            self.buf[*start + OFF_LEADER_EPOCH..*start + OFF_LEADER_EPOCH + 4]
+                .copy_from_slice(&epoch.to_be_bytes());
+        }
+    }
+
     /// Writes consecutive base offsets starting at `base` into the batches, in place (the CRC
     /// does not cover the base offset), and returns each batch as a zero-copy `Bytes` slice with
     /// its assigned header.
@@ -405,6 +439,28 @@ pub(crate) mod tests {
     /// Like [`make_batch`], from an idempotent producer (id, epoch, base sequence).
     pub fn make_producer_batch(n: i32, ts: i64, pid: i64, epoch: i16, seq: i32) -> BytesMut {
         crate::record::build::producer_batch(n, 1, ts, pid, epoch, seq)
+    }
+
+    #[test]
+    fn the_leader_epoch_is_stamped_outside_the_crc() {
+        let mut two = make_batch(3, 1000);
+        two.extend_from_slice(&make_batch(2, 2000));
+        let mut v = ValidatedBatches::validate(two, 1 << 20).unwrap();
+        v.stamp_leader_epoch(7);
+        let out = v.assign_offsets(40);
+        for (_, b) in &out {
+            assert_eq!(leader_epoch_of(b), 7);
+            // Still a valid batch: the CRC does not cover the epoch.
+            ValidatedBatches::validate(BytesMut::from(&b[..]), 1 << 20).unwrap();
+        }
+        let again = with_leader_epoch(out[1].1.clone(), 9);
+        assert_eq!(leader_epoch_of(&again), 9);
+        assert_eq!(
+            leader_epoch_of(&out[1].1),
+            7,
+            "a shared batch is copied, not changed"
+        );
+        assert_eq!(again[16..], out[1].1[16..]);
     }
 
     #[test]
