@@ -41,6 +41,12 @@
 #                                kelp-local-base and kelp-seaweedmq-base run it, interleaved with the others, so a change
 #                                is compared with its base in one run (the report adds the ratios)
 #   KAFKA_HEAP="-Xmx1g -Xms1g"
+#   PERF_CLIENT=java             java: Kafka's ProducerPerformance/ConsumerPerformance (default);
+#                                rdkafka: librdkafka's rdkafka_performance (C, built by
+#                                perf/rdkafka.sh), a light client that leaves the cores to the
+#                                broker; latency percentiles from its per-message delivery
+#                                latencies (produce call to delivery report). Not with TLS or
+#                                PERF_TXN_MS.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -68,6 +74,7 @@ LINGER_MS="${PERF_LINGER_MS:-5}"
 BATCH_SIZE="${PERF_BATCH_SIZE:-131072}"
 THROUGHPUT="${PERF_THROUGHPUT:--1}"
 TXN_MS="${PERF_TXN_MS:-}"
+CLIENT="${PERF_CLIENT:-java}"
 
 PORT_KELP_MEMORY=39100
 PORT_KELP_LOCAL=39200
@@ -88,6 +95,11 @@ PERF_SEAWEED="${PERF_SEAWEED:-0}" "$HERE/install.sh" >&2 || { log "perf/install.
 if [[ ! -x "$KELP_BIN" ]]; then
   log "no $KELP_BIN; building (cargo build --release)"
   (cd "$ROOT" && cargo build --release) || exit 1
+fi
+RDK=""
+if [[ $CLIENT == rdkafka ]]; then
+  [[ -z "$TXN_MS" ]] || { log "PERF_CLIENT=rdkafka does not run transactions"; exit 1; }
+  RDK="$("$HERE/rdkafka.sh")" || { log "perf/rdkafka.sh failed"; exit 1; }
 fi
 KELP_HAS_LOCAL=0
 "$KELP_BIN" --help 2>/dev/null | grep -q local && KELP_HAS_LOCAL=1
@@ -117,6 +129,7 @@ if [[ "${PERF_APPEND:-0}" != 1 || ! -f "$CSV" ]]; then echo "$HEADER" > "$CSV"; 
 {
   echo "# perf run $(date -u +%FT%TZ) on $(uname -n): $(nproc) cores, $(awk '/MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
   echo "# loadavg at start: $(cat /proc/loadavg)"
+  echo "# client: $CLIENT${RDK:+ ($RDK)}"
   echo "# targets: $PERF_TARGETS; repeat=$REPEAT acks=[$ACKS_LIST] sizes=[$SIZES] partitions=[$PARTS_LIST]"
   echo "# kafka jars: $(basename "$(ls "$JARS"/kafka-clients-*.jar)"); kelp: $("$KELP_BIN" --version 2>&1 | head -1) ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null)$(cd "$ROOT" && git diff --quiet 2>/dev/null || echo '+dirty'))"
 } | tee -a "$OUT/run-info.txt" >&2
@@ -286,8 +299,54 @@ broker_rss() {
 
 tool() { java ${PERF_TOOL_HEAP:--Xmx1g} $TOOLS_LOG4J -cp "$JARS/*" "$@"; }
 
+# ---------------------------------------------------------------- light client
+# rdkafka_performance runs for a run_one (which owns the variables they set).
+rdk_produce() {  # bs topic records size acks log
+  local bs=$1 topic=$2 records=$3 size=$4 acks=$5 out=$6 lat="$6.lat"
+  [[ $acks == all ]] && acks=-1
+  local rate=()
+  [[ "$THROUGHPUT" != -1 ]] && rate=(-r "$THROUGHPUT")
+  "$RDK" -P -t "$topic" -b "$bs" -s "$size" -c "$records" -a "$acks" "${rate[@]}" \
+    -X "linger.ms=$LINGER_MS" -X "batch.size=$BATCH_SIZE" -X queue.buffering.max.messages=1000000 \
+    -l -A "$lat" > "$out" 2>&1
+  local rc=$?
+  # % N messages produced (B bytes), D delivered (offset O, F failed) in T ms: ...
+  local line; line=$(grep -E '^% [0-9]+ messages produced .* delivered .* in [0-9]+ms' "$out" | tail -1)
+  [[ $rc == 0 && -n "$line" ]] || return 1
+  local delivered failed ms
+  read -r delivered failed ms < <(sed -E 's/.* ([0-9]+) delivered \(offset -?[0-9]+, ([0-9]+) failed\) in ([0-9]+)ms.*/\1 \2 \3/' <<< "$line")
+  [[ "$delivered" == "$records" && "$failed" == 0 ]] || return 1
+  P_RPS=$(awk -v n="$delivered" -v t="$ms" 'BEGIN{printf "%.1f", n / (t / 1000)}')
+  P_MBS=$(awk -v n="$delivered" -v s="$size" -v t="$ms" 'BEGIN{printf "%.2f", n * s / (t / 1000) / 1048576}')
+  # Per-message latencies in microseconds, one per line.
+  read -r L_AVG L_P50 L_P95 L_P99 L_P999 L_MAX < <(sort -n "$lat" | awk '
+    { v[NR] = $1; sum += $1 }
+    END { if (NR == 0) exit 1
+          p = "50 95 99 99.9"; split(p, q, " ")
+          printf "%.1f", sum / NR / 1000
+          for (i = 1; i <= 4; i++) { k = int(NR * q[i] / 100 + 0.999); if (k < 1) k = 1; printf " %.1f", v[k] / 1000 }
+          printf " %.1f\n", v[NR] / 1000 }')
+  rm -f "$lat"
+}
+
+rdk_consume() {  # bs topic records group log
+  local bs=$1 topic=$2 records=$3 group=$4 out=$5
+  timeout 120 "$RDK" -G "$group" -t "$topic" -b "$bs" -c "$records" \
+    -X auto.offset.reset=earliest > "$out" 2>&1
+  local rc=$?
+  # % N messages (B bytes) consumed in T ms: R msgs/s (M MB/s)
+  local line; line=$(grep -E '^% [0-9]+ messages \([0-9]+ bytes\) consumed in [0-9]+ms' "$out" | tail -1)
+  [[ $rc == 0 && -n "$line" ]] || return 1
+  local n bytes ms
+  read -r n bytes ms < <(sed -E 's/^% ([0-9]+) messages \(([0-9]+) bytes\) consumed in ([0-9]+)ms.*/\1 \2 \3/' <<< "$line")
+  C_N=$n
+  C_RPS=$(awk -v n="$n" -v t="$ms" 'BEGIN{printf "%.1f", n / (t / 1000)}')
+  C_MBS=$(awk -v b="$bytes" -v t="$ms" 'BEGIN{printf "%.2f", b / (t / 1000) / 1048576}')
+  C_FMBS=$C_MBS
+}
+
 # ---------------------------------------------------------------- one run
-run_one() {  # rep target acks size parts
+run_one() {  # rep target acks size parts  # rep target acks size parts
   local rep=$1 target=$2 acks=$3 size=$4 parts=$5
   local records; records=$(records_for "$size" "$target")
   # Transactional runs are their own configuration in the report.
@@ -324,6 +383,12 @@ run_one() {  # rep target acks size parts
     fi
     if [[ $status == ok ]]; then
       local c0 c1 c2; c0=$(broker_cpu)
+      if [[ $CLIENT == rdkafka ]]; then
+        if ! rdk_produce "$bs" "$topic" "$records" "$size" "$acks" "$LOGS/$tag-produce.log"; then
+          fail produce "$(grep -m3 -E '^%' "$LOGS/$tag-produce.log" | tail -2)" "$LOGS/$tag-produce.log"
+        fi
+        c1=$(broker_cpu)
+      else
       tool org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$records" \
         --record-size "$size" --throughput "$THROUGHPUT" "${prodcfg[@]}" "${txncfg[@]}" \
         --producer-props "bootstrap.servers=$bs" "acks=$acks" "linger.ms=$LINGER_MS" "batch.size=$BATCH_SIZE" \
@@ -342,10 +407,19 @@ run_one() {  # rep target acks size parts
           mkdir -p "$OUT/failures"; cp "$LOGS/$tag-produce.log" "$OUT/failures/$tag-produce-warnings.log"
         fi
       fi
+      fi
       CPU_P=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/t}')
       CPU_GB=$(awk -v c="$CPU_P" -v n="$records" -v s="$size" 'BEGIN{printf "%.2f", c / (n*s/1e9)}')
 
-      if [[ $status == ok && "${PERF_CONSUME:-1}" == 1 ]]; then
+      if [[ $status == ok && "${PERF_CONSUME:-1}" == 1 && $CLIENT == rdkafka ]]; then
+        if ! rdk_consume "$bs" "$topic" "$records" "perf-cg-$rep" "$LOGS/$tag-consume.log"; then
+          fail consume "$(grep -m3 -E '^%' "$LOGS/$tag-consume.log" | tail -2)" "$LOGS/$tag-consume.log"
+        elif [[ "$C_N" != "$records" ]]; then
+          fail consume "consumed $C_N of $records records" "$LOGS/$tag-consume.log"
+        fi
+        c2=$(broker_cpu)
+        CPU_C=$(awk -v a="$c1" -v b="$c2" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/t}')
+      elif [[ $status == ok && "${PERF_CONSUME:-1}" == 1 ]]; then
         tool org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" "${conscfg[@]}" --topic "$topic" \
           --messages "$records" --timeout 60000 --group "perf-cg-$rep" > "$LOGS/$tag-consume.log" 2>&1
         local crc=$?
@@ -412,6 +486,9 @@ for rep in $(seq 1 "$REPEAT"); do
             # the gateway is slow (~100 s per run): by default only rep 1 and 1 KiB records
             (( rep > ${PERF_SEAWEED_REPEAT:-1} )) && continue
             [[ " ${PERF_SEAWEED_SIZES:-1024} " == *" $size "* ]] || continue
+          fi
+          if [[ $CLIENT == rdkafka && $target == *-tls ]]; then
+            log "PERF_CLIENT=rdkafka: no TLS build; skipping $target"; continue
           fi
           run_one "$rep" "$target" "$acks" "$size" "$parts"
           CUR_TARGET=""
