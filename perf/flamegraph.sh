@@ -7,7 +7,9 @@
 #
 # Output: perf/results/flamegraph-STORAGE-acksACKS-pPARTITIONS.svg (+ .top.txt, the top
 # self-time symbols). Environment: RECORDS (300000), RECORD_SIZE (1024), PORT (39600),
-# KELP_BIN, KELP_CORES (0-1), FREQ (499 Hz). Needs `perf` (apt: linux-perf) and installs
+# KELP_BIN, KELP_CORES (0-1), FREQ (499 Hz), CLIENT (java; rdkafka: librdkafka's
+# rdkafka_performance from perf/rdkafka.sh, which leaves the cores to the broker).
+# Needs `perf` (apt: linux-perf) and installs
 # inferno (crates.io) into ${KELP_CACHE:-~/.cache/kelp}/inferno on first use.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,7 +20,8 @@ STORAGE="${1:-local}" ACKS="${2:-all}" PARTS="${3:-1}"
 RECORDS="${RECORDS:-300000}" SIZE="${RECORD_SIZE:-1024}" PORT="${PORT:-39600}" FREQ="${FREQ:-499}"
 KELP_BIN="${KELP_BIN:-$ROOT/target/release/kelp}"
 WORK="$HERE/work/flame"
-OUT="$HERE/results/flamegraph-$STORAGE-acks$ACKS-p$PARTS"
+CLIENT="${CLIENT:-java}"
+OUT="$HERE/results/flamegraph-$STORAGE-acks$ACKS-p$PARTS$([[ $CLIENT == java ]] || echo "-$CLIENT")"
 log() { printf '[flamegraph %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 command -v perf >/dev/null || { log "no perf: apt-get install linux-perf"; exit 1; }
@@ -48,13 +51,19 @@ for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && br
 tool org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$PORT" --create --topic flame \
   --partitions "$PARTS" --replication-factor 1 >/dev/null
 
-log "recording kelp (pid $KELP_PID, --storage $STORAGE) during ProducerPerformance acks=$ACKS, $PARTS partition(s), $RECORDS x $SIZE B"
+log "recording kelp (pid $KELP_PID, --storage $STORAGE) during a $CLIENT producer, acks=$ACKS, $PARTS partition(s), $RECORDS x $SIZE B"
 perf record -q -F "$FREQ" --call-graph dwarf,16384 -p "$KELP_PID" -o "$WORK/perf.data" 2>/dev/null &
 PERF_PID=$!
 sleep 0.5
-tool org.apache.kafka.tools.ProducerPerformance --topic flame --num-records "$RECORDS" \
-  --record-size "$SIZE" --throughput -1 --producer-props "bootstrap.servers=127.0.0.1:$PORT" \
-  "acks=$ACKS" linger.ms=5 batch.size=131072 | tail -1
+if [[ $CLIENT == rdkafka ]]; then
+  "$("$HERE/rdkafka.sh")" -P -t flame -b "127.0.0.1:$PORT" -s "$SIZE" -c "$RECORDS" \
+    -a "$([[ $ACKS == all ]] && echo -1 || echo "$ACKS")" -X linger.ms=5 -X batch.size=131072 \
+    -X queue.buffering.max.messages=1000000 2>&1 | grep -E '^% [0-9]+ messages produced' | tail -1
+else
+  tool org.apache.kafka.tools.ProducerPerformance --topic flame --num-records "$RECORDS" \
+    --record-size "$SIZE" --throughput -1 --producer-props "bootstrap.servers=127.0.0.1:$PORT" \
+    "acks=$ACKS" linger.ms=5 batch.size=131072 | tail -1
+fi
 kill -INT "$PERF_PID"; wait "$PERF_PID" 2>/dev/null || true; PERF_PID=
 cleanup; trap - EXIT
 
