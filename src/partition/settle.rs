@@ -141,7 +141,7 @@ impl Partition {
     /// [`Reserved::Behind`].
     pub fn reserve(
         &mut self,
-        batches: ValidatedBatches,
+        mut batches: ValidatedBatches,
         wait_behind: bool,
     ) -> Result<Reserved, KelpError> {
         if let SeqCheck::Duplicate(original) = self.producers.check_all(batches.headers())? {
@@ -153,9 +153,8 @@ impl Partition {
                 _ => Reserved::Duplicate(original),
             });
         }
-        let mut batches = batches;
-        // The tenure's epoch (0 on a lone node); -1 would be a partition nobody leads.
-        batches.stamp_leader_epoch(self.epoch.max(-1));
+        // The tenure's epoch (0 on a lone node).
+        batches.stamp_leader_epoch(self.epoch);
         let assigned = batches.assign_offsets(self.next_offset);
         for (h, _) in &assigned {
             self.producers.record(h);

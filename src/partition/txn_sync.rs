@@ -169,17 +169,7 @@ mod tests {
     /// `n` records at `base` as a store that keeps records hands them back: of producer
     /// `pid`'s transaction, or of no producer (pid -1).
     fn read_back(base: i64, n: i32, pid: i64) -> Bytes {
-        let mut b = BatchBuilder::default();
-        for _ in 0..n {
-            b.push(RecordParts {
-                timestamp: 1,
-                key: None,
-                value: Some(b"v"),
-                header_count: 0,
-                headers: &[],
-            });
-        }
-        b.finish_for(base, (pid >= 0).then_some((pid, 0, 0x10)))
+        crate::record::build::records_at(base, n, (pid >= 0).then_some(pid))
     }
 
     /// An abort (0) or commit (1) marker of `pid` at `offset`, as read back.

@@ -24,6 +24,23 @@ pub fn simple_batch(n: i32, value_len: usize, ts: i64) -> BytesMut {
     producer_batch(n, value_len, ts, -1, -1, -1)
 }
 
+/// `n` records with one-byte values at `base`, as a store that keeps records hands them
+/// back: a batch of producer `pid`'s transaction (epoch 0), or of no producer when None.
+#[cfg(test)]
+pub fn records_at(base: i64, n: i32, pid: Option<i64>) -> Bytes {
+    let mut b = BatchBuilder::default();
+    for _ in 0..n {
+        b.push(RecordParts {
+            timestamp: 1,
+            key: None,
+            value: Some(b"v"),
+            header_count: 0,
+            headers: &[],
+        });
+    }
+    b.finish_for(base, pid.map(|pid| (pid, 0, 0x10)))
+}
+
 /// Like [`simple_batch`], written by an idempotent producer (id, epoch, base sequence).
 pub fn producer_batch(
     n: i32,

@@ -447,16 +447,7 @@ mod tests {
     use super::*;
 
     fn txn(base: i64, pid: i64) -> bytes::Bytes {
-        use crate::record::build::{BatchBuilder, RecordParts};
-        let mut b = BatchBuilder::default();
-        b.push(RecordParts {
-            timestamp: 1,
-            key: None,
-            value: Some(b"v"),
-            header_count: 0,
-            headers: &[],
-        });
-        b.finish_for(base, Some((pid, 0, 0x10)))
+        crate::record::build::records_at(base, 1, Some(pid))
     }
 
     fn marker(base: i64, pid: i64, kind: crate::record::control::ControlType) -> bytes::Bytes {
