@@ -16,7 +16,11 @@
 // and before the acknowledgements go out (commitSync after each poll), so that an
 // acknowledgement the broker may have seen is always in the log:
 //   D <member> <ms> <partition> <offset> <deliveryCount> ACCEPT|RELEASE|REJECT
+//   A <member> <ms> sending                          the acknowledgements are about to leave
 //   C <member> <ms> <partition> OK|ERR:<error>      commitSync's answer for that partition
+// A member killed after its A line and before its C lines may or may not have had its
+// acknowledgements applied (the broker answered, the answer was never logged); before its A
+// line, they were never sent.
 //   S <member> <ms> start | X <member> <ms> closed | E <member> <ms> <error>
 import java.io.File;
 import java.io.PrintStream;
@@ -127,6 +131,7 @@ public class ShareSoak {
                 }
                 emit(lines);  // before the acknowledgements leave
                 Thread.sleep(think);
+                emit(List.of("A " + member + " " + System.currentTimeMillis() + " sending"));
                 Map<TopicIdPartition, Optional<KafkaException>> res;
                 try {
                     res = c.commitSync(Duration.ofSeconds(30));

@@ -350,7 +350,9 @@ class ShareWorkload:
     acquired records come back) and started again. When the soak ends the producer stops and the
     members drain the topic (up to 60 s), then close. The members' logs (flushed before their
     acknowledgements leave) are then checked: every record produced was ACCEPTed (or REJECTed)
-    with a confirmed acknowledgement exactly once, by one member; none lost; no delivery after
+    with a confirmed acknowledgement exactly once, by one member; none lost (a record whose last
+    acknowledgement left but whose answer was never logged, its member killed in between, counts
+    as outcome unknown: the broker may have applied it); no delivery after
     the confirmed one (a rejected or accepted record never comes back); delivery counts at most
     5, rising by delivery, and above 1 only after a RELEASE, an unconfirmed acknowledgement or a
     kill."""
@@ -446,23 +448,34 @@ class ShareWorkload:
             self.sample_cpu()
             if b.poll() is None:
                 b.kill()
+                ms = time.time() * 1000  # the member runs no more code after this
                 b.wait(10)
-                self.kills.append(time.time() * 1000)
+                self.kills.append(ms)
+                with open(os.path.join(self.dir, "kills"), "a") as f:
+                    f.write(f"{int(ms)} B{self.starts}\n")
             time.sleep(rnd.uniform(1, 3))
             self.start_member("B")
             count("share_member_restarts")
 
     def parse(self):
-        """{(partition, offset): [[ms, dc, action, confirmed, member], ...]} and the errors seen."""
+        """{(partition, offset): [[ms, dc, action, confirmed, member, partition, unknown], ...]}
+        and the errors seen. `unknown`: the acknowledgement was sent (an A line) but no answer
+        for its partition was logged (the member was killed in between, or commitSync threw):
+        the broker may or may not have applied it."""
         deliveries, errors = {}, []
         for path in sorted(glob.glob(os.path.join(self.dir, "member-*.log"))):
             batch = {}  # member -> deliveries of its last poll, waiting for commitSync's answer
             ok = {}  # member -> partitions commitSync answered OK
+            answered = {}  # member -> partitions commitSync answered at all
+            sent = set()  # members whose last poll's acknowledgements left
 
             def settle(member):
                 for d in batch.pop(member, []):
                     d[3] = d[5] in ok.get(member, set())
+                    d[6] = member in sent and d[5] not in answered.get(member, set())
                 ok.pop(member, None)
+                answered.pop(member, None)
+                sent.discard(member)
             with open(path, errors="replace") as f:
                 for line in f:
                     w = line.split()
@@ -470,29 +483,36 @@ class ShareWorkload:
                         continue  # a line cut by SIGKILL
                     kind, member = w[0], w[1]
                     if kind == "D" and len(w) == 7:
-                        if member in ok:
+                        if member in ok or member in sent:
                             settle(member)
                         part, off = int(w[3]), int(w[4])
-                        d = [int(w[2]), int(w[5]), w[6], False, member, part]
+                        d = [int(w[2]), int(w[5]), w[6], False, member, part, False]
                         deliveries.setdefault((part, off), []).append(d)
                         batch.setdefault(member, []).append(d)
+                    elif kind == "A" and len(w) == 4:
+                        sent.add(member)
                     elif kind == "C" and len(w) == 5:
                         ok.setdefault(member, set())
+                        answered.setdefault(member, set()).add(int(w[3]))
                         if w[4] == "OK":
                             ok[member].add(int(w[3]))
                     elif kind == "E":
                         settle(member)
                         errors.append(line.strip())
             for member in list(batch):
-                if member in ok:  # the last poll's answer was written whole
-                    settle(member)
+                settle(member)  # the last poll: answered, or cut by SIGKILL before or after A
         return deliveries, errors
 
     def pending(self, deliveries):
         with self.lock:
             produced = set(self.produced)
-        return sum(1 for r in produced
-                   if not any(d[3] and d[2] in ("ACCEPT", "REJECT") for d in deliveries.get(r, [])))
+        done = ("ACCEPT", "REJECT")
+
+        def finished(ds):
+            last = max(ds, key=lambda d: (d[0], d[1]), default=None)
+            return any(d[3] and d[2] in done for d in ds) or (
+                last is not None and last[6] and last[2] in done)
+        return sum(1 for r in produced if not finished(deliveries.get(r, [])))
 
     def finish(self):
         """After STOP: drains, stops the members, checks. Returns (counts, failures)."""
@@ -523,7 +543,8 @@ class ShareWorkload:
              "share_jvm_cpu_s": round(sum(self.cpu.values()), 1)}
         first_kill = min(self.kills) if self.kills else float("inf")
         n = {k: 0 for k in ("deliveries", "redelivered", "accepted", "rejected", "released",
-                            "unconfirmed", "redelivered_after_kill", "lost", "max_dc")}
+                            "unconfirmed", "redelivered_after_kill", "lost", "max_dc",
+                            "outcome_unknown")}
         bad = {k: [] for k in ("lost", "twice_terminal", "after_terminal", "dc_over_5",
                                "dc_order", "unexplained_redelivery", "not_produced")}
         for r, ds in deliveries.items():
@@ -533,7 +554,11 @@ class ShareWorkload:
             ds = sorted(deliveries.get(r, []), key=lambda d: (d[0], d[1]))
             n["deliveries"] += len(ds)
             terminal = [d for d in ds if d[3] and d[2] in ("ACCEPT", "REJECT")]
-            if not terminal:
+            if not terminal and ds and ds[-1][6] and ds[-1][2] in ("ACCEPT", "REJECT"):
+                # Its last acknowledgement left and its answer was never logged: the broker
+                # may have applied it (then the record is done and never comes back).
+                n["outcome_unknown"] += 1
+            elif not terminal:
                 bad["lost"].append(r)
             elif len(terminal) > 1 or len({d[4] for d in terminal}) > 1:
                 bad["twice_terminal"].append((r, terminal))
