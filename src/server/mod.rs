@@ -95,9 +95,9 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     // the kernel may hand the signal to it, which kills the process on the spot (no drain,
     // no clean ring teardown).
     shutdown::install().context("installing signal handling")?;
-    malloc::tune();
-    malloc::start_trimmer();
     let cores = shard_cores(&config)?;
+    malloc::tune(cores.len());
+    malloc::start_trimmer();
     // Fail clearly if the port is taken: SO_REUSEPORT alone would quietly share it with another
     // process. Port 0 picks a free port once, used by every shard.
     config
