@@ -35,6 +35,13 @@
 #                                every PERF_TXN_MS ms (--transaction-duration-ms, one transactional
 #                                id per run); needs acks=all; the acks column reads "all+txnNms"
 #   PERF_CONSUME=1  PERF_E2E=1   set to 0 to skip a phase
+#   PERF_WARMUP=0                records produced (same size, acks and props, untimed, not in
+#                                the CPU figures) to the run's topic before the measured produce:
+#                                the broker is measured in its steady state (cache full and
+#                                evicting, freed memory reused, JIT warm) rather than filling
+#                                from empty, where first-touch page faults of fresh memory cost
+#                                this VM ~0.8 CPU-s per GiB. The consume phase then reads the
+#                                warm-up records first (from the log, where evicted).
 #   PERF_OUT=perf/results        where runs.csv goes (it is replaced unless PERF_APPEND=1)
 #   KELP_BIN=target/release/kelp KELP_CORES=0-1
 #   KELP_BASE_BIN=/path/to/kelp  a build of an earlier commit: targets kelp-memory-base,
@@ -73,6 +80,7 @@ E2E_COUNT="${PERF_E2E_COUNT:-2000}"
 LINGER_MS="${PERF_LINGER_MS:-5}"
 BATCH_SIZE="${PERF_BATCH_SIZE:-131072}"
 THROUGHPUT="${PERF_THROUGHPUT:--1}"
+WARMUP="${PERF_WARMUP:-0}"
 TXN_MS="${PERF_TXN_MS:-}"
 CLIENT="${PERF_CLIENT:-java}"
 
@@ -130,12 +138,13 @@ if [[ "${PERF_APPEND:-0}" != 1 || ! -f "$CSV" ]]; then echo "$HEADER" > "$CSV"; 
   echo "# perf run $(date -u +%FT%TZ) on $(uname -n): $(nproc) cores, $(awk '/MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
   echo "# loadavg at start: $(cat /proc/loadavg)"
   echo "# client: $CLIENT${RDK:+ ($RDK)}"
-  echo "# targets: $PERF_TARGETS; repeat=$REPEAT acks=[$ACKS_LIST] sizes=[$SIZES] partitions=[$PARTS_LIST]"
+  echo "# targets: $PERF_TARGETS; repeat=$REPEAT acks=[$ACKS_LIST] sizes=[$SIZES] partitions=[$PARTS_LIST] warmup=$WARMUP"
   echo "# kafka jars: $(basename "$(ls "$JARS"/kafka-clients-*.jar)"); kelp: $("$KELP_BIN" --version 2>&1 | head -1) ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null)$(cd "$ROOT" && git diff --quiet 2>/dev/null || echo '+dirty'))"
 } | tee -a "$OUT/run-info.txt" >&2
 
 # ---------------------------------------------------------------- /proc readings
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+minor_faults() { awk '{ sub(/^.*\) /, ""); print $8 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 peak_rss_mb() { awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
@@ -365,7 +374,7 @@ run_one() {  # rep target acks size parts  # rep target acks size parts
   local status=ok err="" ts; ts=$(date -u +%FT%TZ)
   local lb; lb=$(load1)
   local P_RPS="" P_MBS="" L_AVG="" L_P50="" L_P95="" L_P99="" L_P999="" L_MAX="" CPU_P="" CPU_GB=""
-  local C_MBS="" C_RPS="" C_FMBS="" C_N="" CPU_C="" E_AVG="" E_P50="" E_P99="" E_P999="" RSS=""
+  local C_MBS="" C_RPS="" C_FMBS="" C_N="" CPU_C="" E_AVG="" E_P50="" E_P99="" E_P999="" RSS="" FAULTS=""
   fail() { status=$1; err="$(printf '%s' "$2" | tr '\n,"' ' ;'"'"'' | cut -c1-400)"; mkdir -p "$OUT/failures"; cp "$3" "$OUT/failures/$tag-$1.log" 2>/dev/null; log "$tag: $1 failed: $err"; }
 
   log "$tag: start (load $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -386,8 +395,22 @@ run_one() {  # rep target acks size parts  # rep target acks size parts
           --partitions 1 --replication-factor 1 >> "$LOGS/$tag-topics.log" 2>&1; then
       fail create-topics "$(grep -m3 -iE 'error|exception' "$LOGS/$tag-topics.log")" "$LOGS/$tag-topics.log"
     fi
+    if [[ $status == ok && "$WARMUP" -gt 0 ]]; then
+      # Untimed: brings the broker to its steady state (cache full and evicting, memory
+      # reused, JIT warm) before the measured produce writes to the same topic.
+      if [[ $CLIENT == rdkafka ]]; then
+        rdk_produce "$bs" "$topic" "$WARMUP" "$size" "$acks" "$LOGS/$tag-warmup.log" \
+          || fail warmup "$(grep -m3 -E '^%' "$LOGS/$tag-warmup.log" | tail -2)" "$LOGS/$tag-warmup.log"
+      else
+        tool org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$WARMUP" \
+          --record-size "$size" --throughput -1 "${prodcfg[@]}" \
+          --producer-props "bootstrap.servers=$bs" "acks=$acks" "linger.ms=$LINGER_MS" "batch.size=$BATCH_SIZE" \
+          > "$LOGS/$tag-warmup.log" 2>&1 \
+          || fail warmup "$(grep -m3 -iE 'error|exception' "$LOGS/$tag-warmup.log")" "$LOGS/$tag-warmup.log"
+      fi
+    fi
     if [[ $status == ok ]]; then
-      local c0 c1 c2; c0=$(broker_cpu)
+      local c0 c1 c2 f0; c0=$(broker_cpu); f0=$(minor_faults "$BROKER_PID")
       if [[ $CLIENT == rdkafka ]]; then
         if ! rdk_produce "$bs" "$topic" "$records" "$size" "$acks" "$LOGS/$tag-produce.log"; then
           fail produce "$(grep -m3 -E '^%' "$LOGS/$tag-produce.log" | tail -2)" "$LOGS/$tag-produce.log"
@@ -413,6 +436,7 @@ run_one() {  # rep target acks size parts  # rep target acks size parts
         fi
       fi
       fi
+      FAULTS=$(( $(minor_faults "$BROKER_PID") - f0 ))
       CPU_P=$(awk -v a="$c0" -v b="$c1" -v t="$CLK_TCK" 'BEGIN{printf "%.2f", (b-a)/t}')
       CPU_GB=$(awk -v c="$CPU_P" -v n="$records" -v s="$size" 'BEGIN{printf "%.2f", c / (n*s/1e9)}')
 
@@ -469,7 +493,7 @@ run_one() {  # rep target acks size parts  # rep target acks size parts
   fi
   local la; la=$(load1)
   echo "$ts,$rep,$target,$acks_label,$size,$parts,$records,$lb,$la,$P_RPS,$P_MBS,$L_AVG,$L_P50,$L_P95,$L_P99,$L_P999,$L_MAX,$CPU_P,$CPU_GB,$C_MBS,$C_RPS,$C_FMBS,$C_N,$CPU_C,$E2E_COUNT,$E_AVG,$E_P50,$E_P99,$E_P999,$RSS,\"$BROKER_FLAGS\",$status,\"$err\"" >> "$CSV"
-  log "$tag: $status  ${P_MBS:-?} MB/s  p99 ${L_P99:-?} ms  cpu ${CPU_P:-?} s (${CPU_GB:-?} s/GB)  consume ${C_FMBS:-?} MB/s  e2e p99 ${E_P99:-?} ms  rss ${RSS:-?} MB"
+  log "$tag: $status  ${P_MBS:-?} MB/s  p99 ${L_P99:-?} ms  cpu ${CPU_P:-?} s (${CPU_GB:-?} s/GB, ${FAULTS:-?} broker page faults)  consume ${C_FMBS:-?} MB/s  e2e p99 ${E_P99:-?} ms  rss ${RSS:-?} MB"
 }
 
 cleanup() {
