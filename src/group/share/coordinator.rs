@@ -368,26 +368,25 @@ impl ShareCoordinator {
     }
 
     /// Applies `member`'s acknowledgements of one share-partition and stores the result
-    /// before answering; on a failed store the share-partition is as it was before.
+    /// before answering; on a failed store the acknowledgement is undone, and only it:
+    /// what other members did to the share-partition during the store write stays.
     pub async fn acknowledge(
         &self,
         key: &PartKey,
         member: &str,
         acks: &[AckBatch],
     ) -> Result<(), KelpError> {
-        let before = {
+        let undo = {
             let mut parts = self.parts.borrow_mut();
             // Kafka: a share-partition not loaded on this broker.
             let l = parts
                 .get_mut(key)
                 .ok_or(KelpError::UnknownTopicOrPartition)?;
-            let before = l.part.clone();
-            l.part.acknowledge(member, acks)?;
-            before
+            l.part.acknowledge(member, acks)?
         };
         if let Err(e) = self.persist(std::slice::from_ref(key)).await {
             if let Some(l) = self.parts.borrow_mut().get_mut(key) {
-                l.part = before;
+                l.part.undo(undo);
             }
             return Err(e);
         }

@@ -118,7 +118,7 @@ pub struct StateBatch {
     pub delivery_count: u16,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Slot {
     state: RecordState,
     deliveries: u16,
@@ -137,6 +137,13 @@ impl Slot {
             until: None,
         }
     }
+}
+
+/// What one acknowledgement changed, to put back if it could not be stored
+/// ([`SharePartition::undo`]): each offset it changed, its slot before and its state after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AckUndo {
+    changed: Vec<(i64, Slot, RecordState)>,
 }
 
 /// One share group's state of one partition (see the module docs).
@@ -293,8 +300,8 @@ impl SharePartition {
     /// refuses the partition's whole set, nothing changed (INVALID_REQUEST for a malformed
     /// batch or offsets never handed out, INVALID_RECORD_STATE for records the member does
     /// not hold: their lock expired, or another member has them now). Offsets below the
-    /// start are ignored (already done).
-    pub fn acknowledge(&mut self, member: &str, acks: &[AckBatch]) -> Result<(), KelpError> {
+    /// start are ignored (already done). Returns what it changed, for [`Self::undo`].
+    pub fn acknowledge(&mut self, member: &str, acks: &[AckBatch]) -> Result<AckUndo, KelpError> {
         let invalid = |why: &str| Err(KelpError::InvalidRequest(why.to_string()));
         let mut prev_last: Option<i64> = None;
         for b in acks {
@@ -319,6 +326,9 @@ impl SharePartition {
                 }
             }
         }
+        let mut undo = AckUndo {
+            changed: Vec::new(),
+        };
         for b in acks {
             for o in b.first.max(self.start)..=b.last {
                 let t = if b.types.len() == 1 {
@@ -328,6 +338,7 @@ impl SharePartition {
                 };
                 let limit = self.limits.delivery_limit;
                 if let Some(s) = self.slot_mut(o) {
+                    let before = s.clone();
                     s.owner = None;
                     s.until = None;
                     s.state = match t {
@@ -336,11 +347,43 @@ impl SharePartition {
                         AckType::Release if s.deliveries >= limit => RecordState::Archived,
                         AckType::Release => RecordState::Available,
                     };
+                    undo.changed.push((o, before, s.state));
                 }
             }
         }
         self.advance();
-        Ok(())
+        Ok(undo)
+    }
+
+    /// Puts back what an acknowledgement changed when it could not be stored, and only
+    /// that: what happened since stays (a released record another member acquired
+    /// meanwhile stays with that member). Offsets the start moved past come back into the
+    /// window; final ones among them that were not this acknowledgement's stay final.
+    pub fn undo(&mut self, undo: AckUndo) {
+        let Some(lowest) = undo.changed.iter().map(|c| c.0).min() else {
+            return;
+        };
+        while self.start > lowest {
+            self.start -= 1;
+            let o = self.start;
+            let mut s = Slot::new();
+            match undo.changed.iter().find(|c| c.0 == o) {
+                Some((_, before, after)) => {
+                    s.state = *after;
+                    s.deliveries = before.deliveries;
+                }
+                None => s.state = RecordState::Acknowledged,
+            }
+            self.slots.push_front(s);
+        }
+        for (o, before, after) in undo.changed {
+            if let Some(s) = self.slot_mut(o) {
+                if s.state == after && s.owner.is_none() && s.deliveries == before.deliveries {
+                    *s = before;
+                }
+            }
+        }
+        self.advance();
     }
 
     /// Gives back every record `member` holds (its share session closed or its connection
@@ -555,7 +598,8 @@ mod tests {
             p.acknowledge(
                 "a",
                 &[ack(0, 1, AckType::Accept), ack(2, 2, AckType::Accept)]
-            ),
+            )
+            .map(drop),
             Ok(())
         );
         assert_eq!(
@@ -577,7 +621,8 @@ mod tests {
                     last: 3,
                     types: vec![AckType::Accept]
                 }]
-            ),
+            )
+            .map(drop),
             Ok(())
         );
         assert_eq!(p.start(), 4);
@@ -668,5 +713,63 @@ mod tests {
         // Retention took 0-4: what was in flight there is gone.
         q.log_start_moved(5);
         assert_eq!((q.start(), q.state_of(5)), (5, Some(RecordState::Acquired)));
+    }
+
+    #[test]
+    fn an_acknowledgement_that_could_not_be_stored_is_undone_and_only_it() {
+        let now = Instant::now();
+        let mut p = SharePartition::new(0, Limits::default());
+        p.acquire(&m("a"), &[(0, 3)], 100, now, LOCK);
+        p.acquire(&m("c"), &[(4, 4)], 100, now, LOCK);
+        // a accepts 0-1 (the start moves past them) and releases 2.
+        let undo = p
+            .acknowledge(
+                "a",
+                &[ack(0, 1, AckType::Accept), ack(2, 2, AckType::Release)],
+            )
+            .unwrap();
+        assert_eq!(p.start(), 2);
+        // Meanwhile b takes the released record and c accepts its own.
+        let got = p.acquire(&m("b"), &[(2, 2)], 100, now, LOCK);
+        assert_eq!(got[0].delivery_count, 2);
+        p.acknowledge("c", &[ack(4, 4, AckType::Accept)]).unwrap();
+        // The store refused a's acknowledgement: a holds 0-1 again, b keeps 2, c's stays.
+        p.undo(undo);
+        assert_eq!(p.start(), 0);
+        assert_eq!(p.state_of(0), Some(RecordState::Acquired));
+        assert_eq!(p.state_of(1), Some(RecordState::Acquired));
+        assert_eq!(p.state_of(4), Some(RecordState::Acknowledged));
+        assert_eq!(
+            p.acknowledge("b", &[ack(2, 2, AckType::Accept)]).map(drop),
+            Ok(())
+        );
+        assert_eq!(
+            p.acknowledge(
+                "a",
+                &[ack(0, 1, AckType::Accept), ack(3, 3, AckType::Accept)]
+            )
+            .map(drop),
+            Ok(())
+        );
+        assert_eq!(p.start(), 5);
+    }
+
+    #[test]
+    fn an_undo_brings_back_offsets_the_start_passed_and_keeps_others_final() {
+        let now = Instant::now();
+        let mut p = SharePartition::new(0, Limits::default());
+        p.acquire(&m("a"), &[(0, 0)], 100, now, LOCK);
+        p.acquire(&m("b"), &[(1, 2)], 100, now, LOCK);
+        p.acknowledge("b", &[ack(1, 1, AckType::Reject)]).unwrap();
+        // a's accept lets the start pass 0 and the rejected 1.
+        let undo = p.acknowledge("a", &[ack(0, 0, AckType::Accept)]).unwrap();
+        assert_eq!(p.start(), 2);
+        p.undo(undo);
+        assert_eq!(p.start(), 0);
+        assert_eq!(p.state_of(0), Some(RecordState::Acquired));
+        assert!(p.state_of(1).is_some_and(RecordState::is_final));
+        // The lock a had is its own again: it expires as it would have.
+        assert_eq!(p.expire_locks(now + LOCK), 2);
+        assert_eq!(p.state_of(0), Some(RecordState::Available));
     }
 }
