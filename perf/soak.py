@@ -503,16 +503,24 @@ class ShareWorkload:
                 settle(member)  # the last poll: answered, or cut by SIGKILL before or after A
         return deliveries, errors
 
+    @staticmethod
+    def outcome(ds):
+        """A record's deliveries, in order -> (its confirmed ACCEPT/REJECT deliveries, whether
+        its last acknowledgement was an ACCEPT/REJECT that left with no answer logged: the
+        broker may have applied it, and then the record never comes back)."""
+        done = ("ACCEPT", "REJECT")
+        terminal = [d for d in ds if d[3] and d[2] in done]
+        return terminal, bool(ds) and ds[-1][6] and ds[-1][2] in done
+
     def pending(self, deliveries):
         with self.lock:
             produced = set(self.produced)
-        done = ("ACCEPT", "REJECT")
-
-        def finished(ds):
-            last = max(ds, key=lambda d: (d[0], d[1]), default=None)
-            return any(d[3] and d[2] in done for d in ds) or (
-                last is not None and last[6] and last[2] in done)
-        return sum(1 for r in produced if not finished(deliveries.get(r, [])))
+        left = 0
+        for r in produced:
+            terminal, unknown = self.outcome(
+                sorted(deliveries.get(r, []), key=lambda d: (d[0], d[1])))
+            left += not terminal and not unknown
+        return left
 
     def finish(self):
         """After STOP: drains, stops the members, checks. Returns (counts, failures)."""
@@ -553,10 +561,8 @@ class ShareWorkload:
         for r in produced:
             ds = sorted(deliveries.get(r, []), key=lambda d: (d[0], d[1]))
             n["deliveries"] += len(ds)
-            terminal = [d for d in ds if d[3] and d[2] in ("ACCEPT", "REJECT")]
-            if not terminal and ds and ds[-1][6] and ds[-1][2] in ("ACCEPT", "REJECT"):
-                # Its last acknowledgement left and its answer was never logged: the broker
-                # may have applied it (then the record is done and never comes back).
+            terminal, unknown = self.outcome(ds)
+            if not terminal and unknown:
                 n["outcome_unknown"] += 1
             elif not terminal:
                 bad["lost"].append(r)
