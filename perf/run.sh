@@ -375,6 +375,15 @@ run_one() {  # rep target acks size parts  # rep target acks size parts
   local lb; lb=$(load1)
   local P_RPS="" P_MBS="" L_AVG="" L_P50="" L_P95="" L_P99="" L_P999="" L_MAX="" CPU_P="" CPU_GB=""
   local C_MBS="" C_RPS="" C_FMBS="" C_N="" CPU_C="" E_AVG="" E_P50="" E_P99="" E_P999="" RSS="" FAULTS=""
+  # Kafka's ProducerPerformance into the run's topic with the run's settings (the caller's
+  # locals): records, throughput, log [extra tool args].
+  java_produce() {
+    local n=$1 tput=$2 out=$3; shift 3
+    tool org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$n" \
+      --record-size "$size" --throughput "$tput" "${prodcfg[@]}" "$@" \
+      --producer-props "bootstrap.servers=$bs" "acks=$acks" "linger.ms=$LINGER_MS" "batch.size=$BATCH_SIZE" \
+      > "$out" 2>&1
+  }
   fail() { status=$1; err="$(printf '%s' "$2" | tr '\n,"' ' ;'"'"'' | cut -c1-400)"; mkdir -p "$OUT/failures"; cp "$3" "$OUT/failures/$tag-$1.log" 2>/dev/null; log "$tag: $1 failed: $err"; }
 
   log "$tag: start (load $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -402,10 +411,7 @@ run_one() {  # rep target acks size parts  # rep target acks size parts
         rdk_produce "$bs" "$topic" "$WARMUP" "$size" "$acks" "$LOGS/$tag-warmup.log" \
           || fail warmup "$(grep -m3 -E '^%' "$LOGS/$tag-warmup.log" | tail -2)" "$LOGS/$tag-warmup.log"
       else
-        tool org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$WARMUP" \
-          --record-size "$size" --throughput -1 "${prodcfg[@]}" \
-          --producer-props "bootstrap.servers=$bs" "acks=$acks" "linger.ms=$LINGER_MS" "batch.size=$BATCH_SIZE" \
-          > "$LOGS/$tag-warmup.log" 2>&1 \
+        java_produce "$WARMUP" -1 "$LOGS/$tag-warmup.log" \
           || fail warmup "$(grep -m3 -iE 'error|exception' "$LOGS/$tag-warmup.log")" "$LOGS/$tag-warmup.log"
       fi
     fi
@@ -417,10 +423,7 @@ run_one() {  # rep target acks size parts  # rep target acks size parts
         fi
         c1=$(broker_cpu)
       else
-      tool org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records "$records" \
-        --record-size "$size" --throughput "$THROUGHPUT" "${prodcfg[@]}" "${txncfg[@]}" \
-        --producer-props "bootstrap.servers=$bs" "acks=$acks" "linger.ms=$LINGER_MS" "batch.size=$BATCH_SIZE" \
-        > "$LOGS/$tag-produce.log" 2>&1
+      java_produce "$records" "$THROUGHPUT" "$LOGS/$tag-produce.log" "${txncfg[@]}"
       local prc=$?
       c1=$(broker_cpu)
       # final line: N records sent, X records/sec (Y MB/sec), A ms avg latency, M ms max latency, p50 ms 50th, p95 ms 95th, p99 ms 99th, p999 ms 99.9th.
