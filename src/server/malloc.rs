@@ -23,14 +23,10 @@
 //! when malloc holds more than [`TRIM_WHEN_FREE`] free, `malloc_trim(0)`, which returns
 //! the free pages of every arena to the kernel.
 //!
-//! How often matters when a busy producer's connection moves to another core (it reconnects
-//! and the kernel hands the new connection to another shard): its request frames are then
-//! allocated from the new core's arena while the cache keeps evicting frames of the old
-//! one's, whose memory that arena cannot reuse. Measured (perf light client, 1.3 M x 1 KiB
-//! and then 1 M more on a new connection, 4 partitions, 2 x 512 MiB cache): the old arena
-//! held 525 MB free while the new one grew by as much, RSS 1.6-1.9 GB for a 1 GiB cache,
-//! growing ~250 MB/s until the trimmer's next turn, 5 s apart then. Every second bounds
-//! that excess by one second of ingest.
+//! How often matters where shards have arenas of their own (more than one arena): when a
+//! busy producer's connection moves to another core, the old core's arena fills with free
+//! memory at the rate of its ingest (~250 MB/s measured) until the trimmer's next turn;
+//! every second bounds that excess by one second of ingest.
 
 /// Blocks below this come from malloc's heaps (reused), larger ones are mmapped.
 const MMAP_THRESHOLD: libc::c_int = 32 << 20;

@@ -363,21 +363,20 @@ impl SharePartition {
         let Some(lowest) = undo.changed.iter().map(|c| c.0).min() else {
             return;
         };
+        let passed = self.start;
         while self.start > lowest {
             self.start -= 1;
-            let o = self.start;
             let mut s = Slot::new();
-            match undo.changed.iter().find(|c| c.0 == o) {
-                Some((_, before, after)) => {
-                    s.state = *after;
-                    s.deliveries = before.deliveries;
-                }
-                None => s.state = RecordState::Acknowledged,
-            }
+            s.state = RecordState::Acknowledged;
             self.slots.push_front(s);
         }
         for (o, before, after) in undo.changed {
-            if let Some(s) = self.slot_mut(o) {
+            if o < passed {
+                // Back from below the old start: nobody can have touched it since.
+                if let Some(s) = self.slot_mut(o) {
+                    *s = before;
+                }
+            } else if let Some(s) = self.slot_mut(o) {
                 if s.state == after && s.owner.is_none() && s.deliveries == before.deliveries {
                     *s = before;
                 }
