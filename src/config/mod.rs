@@ -1,15 +1,19 @@
-//! Command-line configuration of the broker.
+//! Configuration of the broker: command-line flags and the `--config` file.
 //!
-//! Owns the `kelp` flag set (parsed by clap) and the parsing of core lists. Everything else
-//! reads the resulting [`Config`]; nothing here touches the network or disk.
+//! Owns the `kelp` flag set (parsed by clap) and the parsing of core lists; [`file`] reads a
+//! `--config` file into the same flags and [`print`] writes the effective set back out.
+//! Everything else reads the resulting [`Config`]; nothing here touches the network, and only
+//! [`file`] reads the disk (the one file it is given).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
+pub mod file;
 pub mod listeners;
 pub mod oauth;
+pub mod print;
 
 use listeners::{parse_endpoints, parse_protocol_map, EndpointList, ProtocolMap};
 pub use listeners::{Listener, SecurityProtocol};
@@ -74,6 +78,17 @@ pub fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
     about = "Kelp: a Kafka-compatible, thread-per-core broker front-end"
 )]
 pub struct Config {
+    /// TOML file of settings, one per flag: `key = value` with the flag's long name as key
+    /// (`data-dir = "/var/lib/kelp"`), a list flag's value as a string or an array, a switch's
+    /// as true or false. Flags given on the command line override the file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Print the effective configuration (as a file for --config, each setting's source in a
+    /// comment) and exit without starting.
+    #[arg(long)]
+    pub print_config: bool,
+
     /// Address the Kafka listener binds on every shard core (SO_REUSEPORT).
     #[arg(long, default_value = "0.0.0.0:9092")]
     pub listen: SocketAddr,
