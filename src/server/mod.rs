@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod connection;
 pub mod malloc;
+pub mod notify;
 pub mod panic;
 pub mod shutdown;
 pub mod tls;
@@ -342,12 +343,13 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
             Err(_) => bail!("a shard died during start-up"),
         }
     }
+    let serving = listeners
+        .iter()
+        .map(|l| format!("{}://{} ({})", l.name, l.bind, l.protocol.name()))
+        .collect::<Vec<_>>()
+        .join(",");
     tracing::info!(
-        listeners = %listeners
-            .iter()
-            .map(|l| format!("{}://{} ({})", l.name, l.bind, l.protocol.name()))
-            .collect::<Vec<_>>()
-            .join(","),
+        listeners = %serving,
         advertised = %cluster
             .nodes
             .all()
@@ -360,6 +362,12 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
         storage = ?config.storage,
         "kelp ready"
     );
+    // Every shard reported ready above, so clients can connect: now the service manager may
+    // start what depends on Kelp.
+    notify::ready(&format!(
+        "serving {serving} on {} shards (cores {cores:?})",
+        cores.len()
+    ));
     for h in handles {
         if let Err(e) = h.join() {
             tracing::error!(error = %e, "shard exited with an error");

@@ -5,7 +5,8 @@
 //! the shards poll (or, for SIGHUP, calls the hook set with [`on_reload`]). A shard then stops accepting, shuts its client sockets down and returns, so
 //! the process exits with its io_uring rings torn down cleanly: a ring torn down by the kernel
 //! at exit while clients are still connected keeps the listening port busy for about a minute,
-//! which would make a restart on the same port fail.
+//! which would make a restart on the same port fail. When the shutdown signal comes, the service
+//! manager is told first ([`super::notify::stopping`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -63,6 +64,7 @@ pub fn install() -> std::io::Result<()> {
             if rc == 0 {
                 tracing::info!(signal = sig, "shutting down");
             }
+            super::notify::stopping();
             REQUESTED.store(true, Ordering::SeqCst);
             break;
         })?;
