@@ -57,7 +57,7 @@ pub enum FileError {
     },
     /// Settings that are each fine but not together (or with the command line), e.g. `listen`
     /// with `listeners`; `at` names the first file key involved, when one is.
-    #[error("{}{}: {message}", path.display(), at.as_ref().map(|(l, k)| format!(":{l}: key '{k}'")).unwrap_or_default())]
+    #[error("{}{}: {message}", path.display(), located(at))]
     Combined {
         /// The `--config` path.
         path: PathBuf,
@@ -394,6 +394,13 @@ fn combined_error(path: &Path, file: &FileArgs, e: &clap::Error) -> FileError {
         at,
         message: clap_reason(e),
     }
+}
+
+/// The `:LINE: key 'K'` part of a [`FileError::Combined`] message.
+fn located(at: &Option<(usize, String)>) -> String {
+    at.as_ref()
+        .map(|(line, key)| format!(":{line}: key '{key}'"))
+        .unwrap_or_default()
 }
 
 /// 1-based line of byte `offset` in `text`.

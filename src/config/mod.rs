@@ -1,9 +1,10 @@
 //! Configuration of the broker: command-line flags and the `--config` file.
 //!
-//! Owns the `kelp` flag set (parsed by clap) and the parsing of core lists; [`file`] reads a
-//! `--config` file into the same flags and [`print`] writes the effective set back out.
-//! Everything else reads the resulting [`Config`]; nothing here touches the network, and only
-//! [`file`] reads the disk (the one file it is given).
+//! Owns the `kelp` flag set (parsed by clap) and the parsing of core lists;
+//! [`file`](mod@file) reads a `--config` file into the same flags and [`print`](mod@print)
+//! writes the effective set back out. Everything else reads the resulting [`Config`]; nothing
+//! here touches the network, and only [`file`](mod@file) reads the disk (the one file it is
+//! given).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
