@@ -374,6 +374,30 @@ fn print_config_without_file() {
 }
 
 #[test]
+fn print_config_leaves_out_excluded_defaults() {
+    let cfg = TempFile::new(
+        "listeners = \"PLAINTEXT://127.0.0.1:9092,INT://127.0.0.1:9093\"\n\
+         listener-security-protocol-map = \"INT:PLAINTEXT\"\n",
+    );
+    let text = printed(&["--config", &cfg.arg(), "--print-config"]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("# listen = \"0.0.0.0:9092\"")
+                && l.ends_with("# default; not used with listeners")),
+        "{text}"
+    );
+    assert!(
+        text.contains("# security-protocol = \"PLAINTEXT\""),
+        "{text}"
+    );
+    let back = TempFile::new(&text);
+    assert_eq!(
+        effective(run(&["--config", &back.arg()])),
+        effective(run(&["--config", &cfg.arg()]))
+    );
+}
+
+#[test]
 fn secrets_are_masked() {
     assert!(super::super::print::is_secret("sasl-admin-password"));
     assert!(super::super::print::is_secret("oauth-client-secret"));

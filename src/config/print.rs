@@ -77,6 +77,17 @@ pub fn render(
             ));
             continue;
         }
+        // A default that a given setting excludes (listen's, with listeners) is not in
+        // effect, and written as a setting it would make the file refused.
+        if source == "default" {
+            if let Some(other) = excluded_by(cmd, arg, matches) {
+                lines.push((
+                    format!("# {long} = {}", scalar_toml(raw.join(",").as_str())),
+                    format!("# default; not used with {other}"),
+                ));
+                continue;
+            }
+        }
         let value = match raw.as_slice() {
             // A switch that sets false when given is given when its value is false.
             [one] if matches!(arg.get_action(), ArgAction::SetFalse) => {
@@ -108,6 +119,23 @@ pub fn render(
         }
     }
     out
+}
+
+/// The long name of a setting given in `matches` (from the file or the command line) that
+/// cannot be used with `arg`, either way round.
+fn excluded_by<'c>(cmd: &'c Command, arg: &Arg, matches: &ArgMatches) -> Option<&'c str> {
+    let excludes = |a: &Arg, b: &Arg| {
+        cmd.get_arg_conflicts_with(a)
+            .iter()
+            .any(|c| c.get_id() == b.get_id())
+    };
+    cmd.get_arguments()
+        .filter(|other| other.get_id() != arg.get_id())
+        .filter(|other| {
+            matches.value_source(other.get_id().as_str()) == Some(ValueSource::CommandLine)
+        })
+        .find(|other| excludes(arg, other) || excludes(other, arg))
+        .and_then(Arg::get_long)
 }
 
 /// Whether the argument is a setting (a value or a switch), not --help or --version.
