@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Debian package of Kelp: OUTDIR/kelp_<version>_<arch>.deb (OUTDIR: target/debian),
-# with /usr/bin/kelp, the systemd unit, /etc/kelp/kelp.toml (a conffile), the docs and the
-# maintainer scripts from packaging/ (packaging/README.md says what each does).
+# with /usr/bin/kelp, the systemd unit, /etc/kelp/kelp.toml (a conffile), the docs, a manual
+# page and the maintainer scripts from packaging/ (packaging/README.md says what each does).
 #   scripts/package-deb.sh [OUTDIR]
 #   KELP_BIN=/path/to/kelp scripts/package-deb.sh   # package that binary instead of building
 # Version: Cargo.toml's. Depends: computed by dpkg-shlibdeps from the binary's libraries and
@@ -45,6 +45,18 @@ install -m 0644 packaging/kelp.toml "$root/etc/kelp/kelp.toml"
 install -m 0644 packaging/debian/copyright "$root/usr/share/doc/kelp/copyright"
 gzip -9n -c README.md >"$root/usr/share/doc/kelp/README.md.gz"
 gzip -9n -c packaging/README.md >"$root/usr/share/doc/kelp/README.Debian.gz"
+install -d "$root/usr/share/man/man1"
+gzip -9n -c packaging/kelp.1 >"$root/usr/share/man/man1/kelp.1.gz"
+chmod 0644 "$root/usr/share/man/man1/kelp.1.gz"
+# A native package's changelog: which commit it was built from.
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+maint="$(sed -n 's/^Maintainer: //p' packaging/debian/control.in)"
+printf 'kelp (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- %s  %s\n' \
+  "$version" "$commit" "$maint" "$(date -R ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"})" \
+  | gzip -9n >"$root/usr/share/doc/kelp/changelog.gz"
+# Symbols are kept on purpose (above): lintian is told so.
+install -d "$root/usr/share/lintian/overrides"
+install -m 0644 packaging/debian/lintian-overrides "$root/usr/share/lintian/overrides/kelp"
 chmod 0644 "$root/usr/share/doc/kelp/"*.gz
 install -m 0644 packaging/debian/conffiles "$root/DEBIAN/conffiles"
 install -m 0755 packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm "$root/DEBIAN/"
