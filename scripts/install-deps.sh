@@ -104,6 +104,27 @@ else
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
 fi
 
+# --- Debian package (scripts/package-deb.sh) and its test on a fresh Debian (apt) ------------
+# dpkg-shlibdeps, objcopy, debootstrap and systemd-analyze; then the minimal bookworm the test
+# installs the package into, debootstrapped once and cached as a tarball (needs root).
+deb_pkgs=()
+command -v dpkg-shlibdeps >/dev/null 2>&1 || deb_pkgs+=(dpkg-dev)
+command -v objcopy >/dev/null 2>&1 || deb_pkgs+=(binutils)
+[ -x /usr/sbin/debootstrap ] || command -v debootstrap >/dev/null 2>&1 || deb_pkgs+=(debootstrap)
+command -v systemd-analyze >/dev/null 2>&1 || deb_pkgs+=(systemd)
+if [ ${#deb_pkgs[@]} -eq 0 ]; then
+  log "dpkg-dev, binutils, debootstrap, systemd-analyze: present"
+else
+  log "apt: installing ${deb_pkgs[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${deb_pkgs[@]}" >/dev/null
+fi
+if [ "$(id -u)" = 0 ]; then
+  log "fresh Debian for the package test: $(PATH="$PATH:/usr/sbin:/sbin" scripts/debian-rootfs.sh)"
+else
+  log "not root: the package test's fresh Debian (scripts/debian-rootfs.sh) is not made"
+fi
+
 # --- Python packages (pip) --------------------------------------------------------------------
 PY_PKGS=(confluent-kafka==2.16.1 kafka-python==3.0.12 pytest==9.2.0 prometheus-client==0.26.0
          lz4==4.4.5 zstandard==0.25.0 python-snappy==0.7.3 cramjam==2.14.0)

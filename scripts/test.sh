@@ -58,7 +58,8 @@ fi
 # the benchmark mode), again on SeaweedMQ (--storage seaweedmq, a real SeaweedFS started by
 # scripts/seaweedfs.sh for the pass), so every engine sees every client, and last with
 # --advertise-shards. (Suites of Kelps of their own whose subject stores nothing, TLS and
-# OAUTHBEARER, run on the local pass only: conftest.ENGINE_NEUTRAL.)
+# OAUTHBEARER, and the Debian package on a fresh Debian, run on the local pass only:
+# conftest.ENGINE_NEUTRAL.)
 for storage in local memory seaweedmq; do
   step "e2e with --storage $storage"
   rc=0
