@@ -44,7 +44,7 @@ fn shard_problem(s: &ShardStats, now_ms: u64) -> Option<String> {
 /// What is not ready at monotonic time `now_ms`, one line each; empty when every shard
 /// serves.
 pub fn problems(reg: &Registry, now_ms: u64) -> Vec<String> {
-    if reg.shutting_down.load(Ordering::Relaxed) {
+    if reg.is_shutting_down() {
         return vec!["shutting down".to_string()];
     }
     let expected = reg.expected_cores();
@@ -99,7 +99,7 @@ pub fn render(out: &mut String, reg: &Registry, now_ms: u64) {
         "gauge",
         "1 when the shard serves: started, listeners bound and its executor's heartbeat fresh.",
     );
-    let down = reg.shutting_down.load(Ordering::Relaxed);
+    let down = reg.is_shutting_down();
     for s in reg.shards() {
         let up = !down && shard_problem(&s, now_ms).is_none();
         let _ = writeln!(

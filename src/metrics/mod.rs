@@ -170,6 +170,9 @@ pub struct Registry {
     expected_cores: Mutex<Vec<usize>>,
     /// Set when the broker starts to stop: `/health` answers 503 from then on.
     pub shutting_down: AtomicBool,
+    /// Whether a stop was asked for (the signal handler's flag), read by `/health` so it
+    /// answers 503 from the signal on, before the shards have noticed it.
+    shutdown_probe: std::sync::OnceLock<fn() -> bool>,
     /// The storage engine whose operations `kelp_storage_latency_seconds` shows.
     storage_engine: Mutex<Option<&'static str>>,
     /// `--data-dir`, whose file system is reported.
@@ -186,6 +189,7 @@ impl Default for Registry {
             request_memory: Mutex::default(),
             expected_cores: Mutex::default(),
             shutting_down: AtomicBool::new(false),
+            shutdown_probe: std::sync::OnceLock::new(),
             storage_engine: Mutex::default(),
             data_dir: Mutex::default(),
             start_time_s: crate::clock::now_ms() as f64 / 1000.0,
@@ -247,6 +251,16 @@ impl Registry {
             .lock()
             .map(|c| c.clone())
             .unwrap_or_default()
+    }
+
+    /// Tells the registry how to ask whether a stop was requested.
+    pub fn set_shutdown_probe(&self, requested: fn() -> bool) {
+        let _ = self.shutdown_probe.set(requested);
+    }
+
+    /// Whether the broker is stopping (asked to, or its shards already are).
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Relaxed) || self.shutdown_probe.get().is_some_and(|f| f())
     }
 
     /// Names the storage engine whose operation latencies are shown (`engine` label).

@@ -196,6 +196,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
     }));
     engine.register_metrics(&registry);
     registry.set_data_dir(config.data_dir.clone());
+    registry.set_shutdown_probe(shutdown::requested);
     if let Some(addr) = config.metrics_addr {
         let bound = metrics::http::spawn(addr, registry.clone())
             .with_context(|| format!("cannot serve metrics on {addr}"))?;

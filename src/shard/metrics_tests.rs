@@ -1,6 +1,6 @@
 //! What `/metrics` shows of the partitions a shard owns, kept current by the shard itself:
-//! high watermark, log start and log size after appends, DeleteRecords, a restart and a
-//! topic deletion, and the local engine's write and fdatasync latencies.
+//! high watermark, log start and log size after appends, retention, DeleteRecords, a
+//! restart and a topic deletion, and the local engine's write and fdatasync latencies.
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -54,6 +54,9 @@ where
         "local",
         "--data-dir",
         &dir,
+        // Small segments, so retention has sealed ones to delete.
+        "--segment-bytes",
+        "200",
     ]));
     LocalExecutorBuilder::default()
         .spawn(move || async move {
@@ -99,8 +102,9 @@ fn series(name: &str) -> String {
 fn partition_gauges_follow_appends_deletes_restarts_and_topic_deletion() {
     let dir = DataDir::new();
     with_shard(&dir.0, |shard| async move {
+        let configs = [("retention.bytes".to_string(), "300".to_string())];
         shard
-            .create_topic(TOPIC, 1, 1, Default::default(), false)
+            .create_topic(TOPIC, 1, 1, configs.into_iter().collect(), false)
             .await
             .expect("topic");
         for _ in 0..3 {
@@ -135,11 +139,22 @@ fn partition_gauges_follow_appends_deletes_restarts_and_topic_deletion() {
         assert!(sample(&text, syncs).is_some_and(|n| n >= 1.0), "{text}");
         let writes = "kelp_storage_latency_seconds_count{engine=\"local\",op=\"append\"}";
         assert!(sample(&text, writes).is_some_and(|n| n >= 1.0), "{text}");
+        // Retention deletes the oldest sealed segments: the log start moves, the size shrinks.
+        shard.apply_retention().await;
+        let text = scraped(&shard);
+        let cut = sample(&text, &start).expect("log start");
+        assert!(cut > 0.0, "{text}");
+        let smaller = sample(&text, &size).expect("size");
+        assert!(smaller < on_disk as f64, "{smaller} vs {on_disk}");
+        let now = shard
+            .with_partition(TOPIC, 0, |p| p.log_size_bytes())
+            .expect("partition");
+        assert_eq!(Some(smaller as u64), now);
         shard
-            .delete_records(TOPIC, 0, 5)
+            .delete_records(TOPIC, 0, 12)
             .await
             .expect("delete records");
-        assert_eq!(sample(&scraped(&shard), &start), Some(5.0));
+        assert_eq!(sample(&scraped(&shard), &start), Some(12.0));
     });
     // A restart publishes what recovery found, before any request touches the partition.
     with_shard(&dir.0, |shard| async move {
@@ -150,7 +165,7 @@ fn partition_gauges_follow_appends_deletes_restarts_and_topic_deletion() {
         );
         assert_eq!(
             sample(&text, &series("kelp_partition_log_start_offset")),
-            Some(5.0)
+            Some(12.0)
         );
         shard.delete_topic(TOPIC).await.expect("delete topic");
         shard.broadcast_drop_topic(TOPIC).await;

@@ -3,6 +3,7 @@ reference Prometheus text parser (prometheus_client) and carries per-core produc
 and requests, latency summaries, connections and cache bytes."""
 
 import os
+import signal
 import tempfile
 import time
 import uuid
@@ -280,6 +281,21 @@ def test_health_offsets_lag_errors_and_storage(request):
             admin.delete_topics([topic])[topic].result(15)
             wait_scrape(mport, lambda t: f'topic="{topic}"' not in t,
                         "series of the deleted topic and group")
+
+            # From SIGTERM on, /health answers 503 "shutting down" until the port closes
+            # (a probe that beat the signal thread to the flag may still get 200 first).
+            os.kill(b.proc.pid, signal.SIGTERM)
+            after, deadline = [], time.time() + 30
+            while time.time() < deadline:
+                h = health(mport)
+                if h is None and b.proc.poll() is not None:
+                    break
+                if h is not None:
+                    after.append(h)
+                time.sleep(0.005)
+            statuses = [st for st, _ in after]
+            assert statuses == sorted(statuses), after  # no 200 after a 503
+            assert all(h == (503, "shutting down\n") for h in after if h[0] != 200), after
         finally:
             b.stop()
             b.log.close()
