@@ -299,3 +299,56 @@ def test_health_offsets_lag_errors_and_storage(request):
         finally:
             b.stop()
             b.log.close()
+
+
+def test_transactional_offsets_show_once_the_transaction_commits(request):
+    """TxnOffsetCommit: a group's offsets sent in a transaction are not committed (no
+    series) while it is open, or after an abort; they show, with their lag, once it
+    commits."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    mport = free_port()
+    with tempfile.TemporaryDirectory(prefix="kelp-metrics-") as d:
+        sw = (request.getfixturevalue("seaweed_cluster")
+              if conftest.STORAGE == "seaweedmq" else None)
+        b = Broker(d, ["--metrics-addr", f"127.0.0.1:{mport}"], seaweed=sw)
+        b.start()
+        try:
+            src, dst = (f"txo-{uuid.uuid4().hex[:8]}" for _ in range(2))
+            admin = AdminClient({"bootstrap.servers": b.bootstrap})
+            for t in (src, dst):
+                admin.create_topics([NewTopic(t, 1, 1)])[t].result(15)
+            seed = Producer({"bootstrap.servers": b.bootstrap})
+            for i in range(10):
+                seed.produce(src, value=f"v{i}".encode())
+            assert seed.flush(20) == 0
+            group = f"txg-{uuid.uuid4().hex[:6]}"
+            c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group,
+                          "enable.auto.commit": False})
+            p = Producer({"bootstrap.servers": b.bootstrap,
+                          "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
+            p.init_transactions(30)
+            committed = "kelp_consumer_group_committed_offset"
+
+            def shown(text):
+                return value(text, committed, group=group, topic=src, partition="0")
+
+            for outcome, offset in (("abort", 4), ("commit", 6)):
+                p.begin_transaction()
+                p.produce(dst, value=b"out")
+                p.send_offsets_to_transaction([TopicPartition(src, 0, offset)],
+                                              c.consumer_group_metadata(), 30)
+                assert shown(scrape(mport)) is None, "offsets of an open transaction"
+                if outcome == "abort":
+                    p.abort_transaction(30)
+                    assert shown(scrape(mport)) is None, "offsets of an aborted transaction"
+                else:
+                    p.commit_transaction(30)
+            text = wait_scrape(mport, lambda t: shown(t) == 6, "the transaction's offsets")
+            assert value(text, "kelp_consumer_group_lag", group=group, topic=src,
+                         partition="0") == 10 - 6
+            c.close()
+        finally:
+            b.stop()
+            b.log.close()
