@@ -121,10 +121,16 @@ else
     chmod 755 /usr/sbin/policy-rc.d
     own_policy=1
   fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  rc=0
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends prometheus >/dev/null || rc=$?
   [ "$own_policy" = 0 ] || rm -f /usr/sbin/policy-rc.d
-  pid="$(cat /run/prometheus.pid 2>/dev/null || true)"
+  [ "$rc" = 0 ] || { log "apt-get install prometheus failed ($rc)" >&2; exit "$rc"; }
+  # Under systemd the package also enabled the unit for the next boot: not wanted either.
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
+  pid="$(cat /run/prometheus/prometheus.pid 2>/dev/null || true)"  # its init script's
   if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = prometheus ]; then
     log "prometheus: stopping the service the package started (pid $pid)"
     kill "$pid"
