@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite (and scripts/kafka.sh) needs, each step skipped when already done:
 #   - Debian's kcat (1.7.1 on librdkafka 2.0.2: the old, strict ApiVersions client the tests keep);
+#   - Debian's prometheus and promtool (2.42 on bookworm; its service is not started), for
+#     scripts/prometheus.sh and the Prometheus e2e test;
 #   - Python: confluent-kafka (librdkafka), kafka-python with its codec packages, pytest,
 #     prometheus-client;
 #   - Java: kafka-clients and kafka-streams $KAFKA_VERSION and their runtime jars -> $CACHE/jars/clients;
@@ -123,6 +125,37 @@ if [ "$(id -u)" = 0 ]; then
   log "fresh Debian for the package test: $(PATH="$PATH:/usr/sbin:/sbin" scripts/debian-rootfs.sh)"
 else
   log "not root: the package test's fresh Debian (scripts/debian-rootfs.sh) is not made"
+fi
+
+# --- Prometheus and promtool (apt): tests/e2e/test_prometheus.py, scripts/prometheus.sh --------
+# Debian's package (bookworm: 2.42) would start its own service on install: a policy-rc.d that
+# refuses every start is put in place for the install when the system has none (containers
+# usually do), and a daemon its init script started anyway is stopped by the PID it wrote.
+# scripts/prometheus.sh runs its own prometheus per test instead.
+if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
+  log "prometheus: present ($(prometheus --version 2>&1 | head -1))"
+else
+  log "apt: installing prometheus (without its service)"
+  own_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    own_policy=1
+  fi
+  rc=0
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends prometheus >/dev/null || rc=$?
+  [ "$own_policy" = 0 ] || rm -f /usr/sbin/policy-rc.d
+  [ "$rc" = 0 ] || { log "apt-get install prometheus failed ($rc)" >&2; exit "$rc"; }
+  # Under systemd the package also enabled the unit for the next boot: not wanted either.
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
+  pid="$(cat /run/prometheus/prometheus.pid 2>/dev/null || true)"  # its init script's
+  if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = prometheus ]; then
+    log "prometheus: stopping the service the package started (pid $pid)"
+    kill "$pid"
+  fi
 fi
 
 # --- Python packages (pip) --------------------------------------------------------------------
