@@ -13,6 +13,7 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod deadline;
+pub mod disk;
 pub mod error;
 pub mod forwarder;
 pub mod group;

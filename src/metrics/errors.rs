@@ -5,7 +5,7 @@
 //! Errors go to one process-wide table of relaxed atomics, indexed by API key and code: no
 //! allocation and no lock where a response is built, and errors are rare enough that
 //! cores sharing the table cost nothing. Names are made at scrape. Calls nothing but the
-//! API name table of `protocol::versions` and the error names of the kafka-protocol crate.
+//! API and error names of the kafka-protocol crate.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,13 +63,13 @@ fn upper_snake(camel: &str) -> String {
     out
 }
 
-/// Kafka's name of an API (`Produce`, `OffsetCommit`); `API_<n>` for a key Kelp does not
-/// serve.
+/// Kafka's name of an API (`Produce`, `OffsetCommit`), as the kafka-protocol crate names
+/// its keys; `API_<n>` for a key it does not know.
 pub fn api_name(key: i16) -> String {
-    crate::protocol::versions::SUPPORTED
-        .iter()
-        .find(|a| a.key == key)
-        .map_or_else(|| format!("API_{key}"), |a| a.name.to_string())
+    match kafka_protocol::messages::ApiKey::try_from(key) {
+        Ok(k) => format!("{k:?}"),
+        Err(()) => format!("API_{key}"),
+    }
 }
 
 /// Renders `kelp_request_errors_total`: only the (api, error) pairs seen so far.

@@ -1,6 +1,6 @@
 //! Process-wide gauges: `kelp_build_info`, `kelp_start_time_seconds`, and the file system
 //! under `--data-dir` (`kelp_data_dir_free_bytes`, `kelp_data_dir_size_bytes`), read with
-//! statvfs at scrape on the metrics thread. Calls `log::usage` for the statvfs.
+//! statvfs at scrape on the metrics thread. Calls `disk` for the statvfs.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -27,7 +27,7 @@ pub fn render(out: &mut String, start_time_s: f64, data_dir: Option<&Path>) {
         "When the process started, in seconds since the Unix epoch.",
     );
     let _ = writeln!(out, "kelp_start_time_seconds {start_time_s}");
-    let Some((size, free)) = data_dir.and_then(crate::log::usage::file_system) else {
+    let Some((size, free)) = data_dir.and_then(crate::disk::file_system) else {
         return;
     };
     for (name, help, v) in [

@@ -581,6 +581,18 @@ mod tests {
     use kafka_protocol::messages::ApiKey;
 
     #[test]
+    fn metrics_name_every_api_as_this_table_does() {
+        for a in SUPPORTED {
+            assert_eq!(
+                crate::metrics::errors::api_name(a.key),
+                a.name,
+                "key {}",
+                a.key
+            );
+        }
+    }
+
+    #[test]
     fn advertised_ranges_are_within_the_codec_crate() {
         for a in SUPPORTED {
             let k = ApiKey::try_from(a.key).unwrap();
