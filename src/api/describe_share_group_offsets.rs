@@ -154,6 +154,15 @@ pub async fn handle(
             error: None,
         });
     }
+    // Built by hand (v1 is newer than the crate): its error codes are counted here.
+    for g in &groups {
+        let count = |code| crate::metrics::errors::count(ctx.header.api_key, code);
+        count(g.error.as_ref().map_or(0, |e| e.0));
+        g.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| count(p.error));
+    }
     encoded(Ok(Response::from_body(
         &ctx.header,
         Vec::new(),

@@ -236,6 +236,7 @@ pub async fn dispatch(
 ) -> Result<Option<Response>, ConnectionError> {
     // The header was parsed by the connection; the body follows it.
     let _ = frame.split_to(header.body_offset);
+    shard.stats.count_api(header.api_key);
     let ctx = RequestContext {
         shard,
         header,

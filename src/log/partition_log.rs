@@ -27,7 +27,8 @@
 //! answer to the same problem. Syncs of one log never overlap, so no success can hide a
 //! concurrent failure.
 //!
-//! Lives on the owning shard only; calls [`super::segment`] and [`super::scan`].
+//! Lives on the owning shard only; calls [`super::segment`] and [`super::scan`], and records
+//! write and fdatasync latencies in `metrics::storage`.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -40,6 +41,7 @@ use super::scan::{scan, Stop};
 use super::segment::{self, Segment};
 use super::LogError;
 use crate::config::FsyncPolicy;
+use crate::metrics::storage::{record, StorageOp};
 use crate::record::batch::{first_offset_at_or_after, BatchHeader};
 
 /// Roll settings of the partition's topic at the time of an append.
@@ -283,7 +285,10 @@ impl PartitionLog {
                 (std::mem::take(&mut s.pending), s.roll)
             };
             if !batches.is_empty() {
-                self.write_batches(batches, roll).await?;
+                let started = std::time::Instant::now();
+                let written = self.write_batches(batches, roll).await;
+                record(StorageOp::LocalAppend, started.elapsed(), written.is_ok());
+                written?;
                 // acks=1 waiters can go now; durable ones wait for the sync below.
                 self.changed.notify(usize::MAX);
             }
@@ -319,7 +324,10 @@ impl PartitionLog {
             if rewrite {
                 self.rewrite_unsynced(base).await?;
             }
-            if let Err(e) = handle.fdatasync().await {
+            let started = std::time::Instant::now();
+            let synced = handle.fdatasync().await;
+            record(StorageOp::LocalSync, started.elapsed(), synced.is_ok());
+            if let Err(e) = synced {
                 self.st.borrow_mut().rewrite = true;
                 return Err(LogError::Write(format!(
                     "fdatasync in {}: {e}",

@@ -50,8 +50,9 @@ fn segment_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
-/// (size, space available to an unprivileged writer) of the file system holding `dir`.
-fn file_system(dir: &Path) -> Option<(i64, i64)> {
+/// (size, space available to an unprivileged writer) of the file system holding `dir`, in
+/// bytes; None when statvfs fails (no such directory).
+pub fn file_system(dir: &Path) -> Option<(i64, i64)> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
     // SAFETY: statvfs is plain integers, for which all zeroes is a valid value.

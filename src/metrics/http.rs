@@ -1,12 +1,13 @@
-//! A minimal HTTP/1.1 server for `GET /metrics`, on its own thread so a scrape never runs on,
-//! or waits for, a shard core.
+//! A minimal HTTP/1.1 server for `GET /metrics` and `GET`/`HEAD /health`, on its own thread
+//! so a scrape or a health probe never runs on, or waits for, a shard core. It starts before
+//! the shards, so `/health` answers 503 until they all serve.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{render::render, Registry};
+use super::{health, render::render, Registry};
 
 /// Binds `addr` and serves scrapes until the process exits. Returns the bound address.
 pub fn spawn(addr: SocketAddr, registry: Arc<Registry>) -> std::io::Result<SocketAddr> {
@@ -45,24 +46,56 @@ fn serve(mut stream: TcpStream, registry: &Registry) -> std::io::Result<()> {
     }
     let mut parts = request_line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let (status, ctype, body) =
-        if method == "GET" && (path == "/metrics" || path.starts_with("/metrics?")) {
-            (
-                "200 OK",
-                "text/plain; version=0.0.4; charset=utf-8",
-                render(registry),
-            )
-        } else {
-            (
-                "404 Not Found",
-                "text/plain",
-                "not found: try /metrics\n".to_string(),
-            )
-        };
+    let (status, ctype, body) = answer(registry, method, path);
+    let len = body.len();
+    // HEAD: the headers GET would send, without the body.
+    let body = if method == "HEAD" { "" } else { body.as_str() };
     write!(
         stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n{body}"
     )?;
     stream.flush()
+}
+
+/// (status line, content type, body) of a request.
+fn answer(registry: &Registry, method: &str, path: &str) -> (&'static str, &'static str, String) {
+    let route = path.split('?').next().unwrap_or("");
+    match (method, route) {
+        ("GET", "/metrics") => (
+            "200 OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            render(registry),
+        ),
+        ("GET" | "HEAD", "/health") => {
+            let (ready, body) = health::check(registry, health::mono_ms());
+            let status = if ready {
+                "200 OK"
+            } else {
+                "503 Service Unavailable"
+            };
+            (status, "text/plain; charset=utf-8", body)
+        }
+        _ => (
+            "404 Not Found",
+            "text/plain",
+            "not found: try /metrics or /health\n".to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_metrics_and_everything_else() {
+        let reg = Registry::default();
+        let (status, _, body) = answer(&reg, "GET", "/health");
+        assert_eq!(status, "503 Service Unavailable");
+        assert!(body.starts_with("starting"), "{body}");
+        assert_eq!(answer(&reg, "HEAD", "/health").0, "503 Service Unavailable");
+        assert_eq!(answer(&reg, "GET", "/metrics?x=1").0, "200 OK");
+        assert_eq!(answer(&reg, "POST", "/health").0, "404 Not Found");
+        assert_eq!(answer(&reg, "GET", "/healthz").0, "404 Not Found");
+    }
 }

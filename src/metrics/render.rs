@@ -1,11 +1,13 @@
-//! Prometheus text exposition (format 0.0.4) of the registry.
+//! Prometheus text exposition (format 0.0.4) of the registry: the per-core families here,
+//! the others from their own modules.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
 use super::{ForwarderStats, Kind, Registry};
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+/// Writes a family's HELP and TYPE lines.
+pub fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
@@ -127,6 +129,17 @@ pub fn render(reg: &Registry) -> String {
     if let Some(f) = reg.forwarder() {
         render_forwarder(&mut out, &f);
     }
+    let now = super::health::mono_ms();
+    super::health::render(&mut out, reg, now);
+    super::process::render(&mut out, reg.start_time_s(), reg.data_dir().as_deref());
+    let per_api: Vec<_> = shards.iter().map(|s| &s.requests_by_api).collect();
+    super::errors::render_requests(&mut out, &per_api);
+    super::errors::render_errors(&mut out);
+    if let Some(engine) = reg.storage_engine() {
+        let stats: Vec<_> = shards.iter().map(|s| &*s.storage).collect();
+        super::storage::render(&mut out, engine, &stats);
+    }
+    super::partitions::render(&mut out, &shards);
     out
 }
 

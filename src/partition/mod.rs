@@ -15,12 +15,14 @@ pub mod txn;
 pub mod txn_sync;
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use uuid::Uuid;
 
 use crate::error::KelpError;
+use crate::metrics::partitions::PartitionGauges;
 use crate::record::batch::{first_offset_at_or_after, BatchHeader};
 use crate::record::control::control_type;
 use crate::storage::{PartitionStore, Recovered};
@@ -104,6 +106,8 @@ pub struct Partition {
     /// The leader epoch this state was built under: another tenure (the partition was led
     /// by another node meanwhile) starts from fresh state.
     pub epoch: i32,
+    /// What `/metrics` shows of this partition ([`Partition::publish_gauges`]).
+    gauges: Arc<PartitionGauges>,
 }
 
 impl Partition {
@@ -128,6 +132,7 @@ impl Partition {
             txn_tracked: false,
             txn_saved_at: None,
             epoch: 0,
+            gauges: Arc::default(),
         }
     }
 
@@ -221,6 +226,39 @@ impl Partition {
     /// Bytes held in this partition's cache.
     pub fn cached_bytes(&self) -> usize {
         self.cache.bytes()
+    }
+
+    /// The gauges `/metrics` shows of this partition.
+    pub fn gauges(&self) -> &Arc<PartitionGauges> {
+        &self.gauges
+    }
+
+    /// Takes over the gauges of the state this one replaces (a new tenure, a re-created
+    /// topic), published already, and shows this state in them.
+    pub fn adopt_gauges(&mut self, gauges: Arc<PartitionGauges>) {
+        self.gauges = gauges;
+        self.publish_gauges(true);
+    }
+
+    /// Bytes of the partition's log: the cache when the store keeps nothing evicted from
+    /// it (it is the whole log), else what the store says (None: it cannot tell cheaply).
+    pub fn log_size_bytes(&self) -> Option<u64> {
+        if self.store.keeps_evicted() {
+            self.store.log_size_bytes()
+        } else {
+            Some(self.cache.bytes() as u64)
+        }
+    }
+
+    /// Stores the high watermark, log start and log size in the gauges: when an offset
+    /// moved (the size moves with them: appends, retention, DeleteRecords, eviction), or
+    /// always when `force` (compaction shrinks the log without moving an offset). Relaxed
+    /// stores on the owning shard; the scrape reads them.
+    pub fn publish_gauges(&self, force: bool) {
+        if force || !self.gauges.shows(self.hw, self.log_start) {
+            self.gauges
+                .set(self.hw, self.log_start, self.log_size_bytes());
+        }
     }
 
     fn make_visible(&mut self, h: &BatchHeader, data: Bytes) {

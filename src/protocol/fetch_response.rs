@@ -46,13 +46,20 @@ pub struct TopicOut {
     pub partitions: Vec<PartitionOut>,
 }
 
-/// Encodes a whole Fetch response frame.
+/// Encodes a whole Fetch response frame, counting its error codes
+/// (`kelp_request_errors_total`).
 pub fn encode(
     header: &RequestHeader,
     error_code: i16,
     session_id: i32,
     topics: &[TopicOut],
 ) -> Response {
+    let count = |code| crate::metrics::errors::count(header.api_key, code);
+    count(error_code);
+    topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| count(p.error_code));
     let v = header.api_version;
     let flex = v >= 12;
     let mut body: Vec<Bytes> = Vec::new();

@@ -4,6 +4,7 @@
 //!
 //! Knows nothing of shards or partitions; `api/` calls into it.
 
+pub mod error_codes;
 pub mod fetch_response;
 pub mod frame;
 pub mod header;

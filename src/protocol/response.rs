@@ -3,6 +3,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::Encodable;
 
+use super::error_codes::ErrorCodes;
 use super::RequestHeader;
 use crate::error::KelpError;
 
@@ -42,17 +43,23 @@ impl Response {
         Response { chunks }
     }
 
-    /// Encodes a `kafka-protocol` message at the request's version.
-    pub fn encode<M: Encodable>(header: &RequestHeader, msg: &M) -> Result<Self, KelpError> {
+    /// Encodes a `kafka-protocol` message at the request's version, counting its error codes
+    /// (`kelp_request_errors_total`).
+    pub fn encode<M: Encodable + ErrorCodes>(
+        header: &RequestHeader,
+        msg: &M,
+    ) -> Result<Self, KelpError> {
         Self::encode_at(header, msg, header.api_version)
     }
 
-    /// Encodes a message at an explicit version (ApiVersions answers v0 to unknown versions).
-    pub fn encode_at<M: Encodable>(
+    /// Encodes a message at an explicit version (ApiVersions answers v0 to unknown versions),
+    /// counting its error codes under the request's API.
+    pub fn encode_at<M: Encodable + ErrorCodes>(
         header: &RequestHeader,
         msg: &M,
         version: i16,
     ) -> Result<Self, KelpError> {
+        msg.error_codes(&mut |code| crate::metrics::errors::count(header.api_key, code));
         // Header and body share one buffer; the length prefix is patched in afterwards.
         let mut buf = BytesMut::with_capacity(256);
         buf.put_i32(0);

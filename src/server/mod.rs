@@ -89,6 +89,16 @@ fn probe_listen(addr: std::net::SocketAddr) -> anyhow::Result<std::net::TcpListe
     }
 }
 
+/// Refreshes the shard's heartbeat every second, forever: `/health` counts a shard whose
+/// heartbeat is older than `metrics::health::HEARTBEAT_STALE` as not serving (its executor
+/// stopped running tasks).
+async fn heartbeat(stats: Arc<metrics::ShardStats>) {
+    loop {
+        stats.beat();
+        glommio::timer::sleep(metrics::health::HEARTBEAT_EVERY).await;
+    }
+}
+
 /// Runs the broker until every shard exits (normally never).
 pub fn run(mut config: Config) -> anyhow::Result<()> {
     // First, before any thread exists: a thread started earlier would not block SIGTERM, and
@@ -185,12 +195,15 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
         (gauge.used() as u64, gauge.limit() as u64)
     }));
     engine.register_metrics(&registry);
+    registry.set_data_dir(config.data_dir.clone());
+    registry.set_shutdown_probe(shutdown::requested);
     if let Some(addr) = config.metrics_addr {
         let bound = metrics::http::spawn(addr, registry.clone())
             .with_context(|| format!("cannot serve metrics on {addr}"))?;
         tracing::info!(%bound, "metrics at http://{bound}/metrics");
     }
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<usize>>();
+    registry.expect_cores(&cores);
 
     let mut handles = Vec::with_capacity(cores.len());
     for &core in &cores {
@@ -284,6 +297,11 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                     }
                 }
                 let _ = ready.send(Ok(shard.id));
+                shard
+                    .stats
+                    .serving
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                glommio::spawn_local(heartbeat(shard.stats.clone())).detach();
                 glommio::spawn_local(shard.clone().serve_peers(receivers)).detach();
                 glommio::spawn_local(shard.clone().run_group_timers()).detach();
                 glommio::spawn_local(shard.clone().run_txn_timers()).detach();
@@ -325,6 +343,9 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 }));
                 futures::future::select(std::pin::pin!(accept), std::pin::pin!(shutdown::wait()))
                     .await;
+                registry
+                    .shutting_down
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
                 // Listener dropped with the accept loop; now end the connections and give
                 // their tasks a moment to unwind before the executor (and its ring) goes away.
                 connection::close_all();

@@ -124,6 +124,9 @@ impl Shard {
         });
         drop(parts);
         self.eviction.borrow_mut().retain(|(k, _)| kept(k));
+        self.stats
+            .partitions
+            .remove_where(|t, p| !kept(&(t.to_string(), p)));
         self.set_cached(self.cached_bytes.get().saturating_sub(freed));
         now
     }

@@ -102,8 +102,15 @@ impl Shard {
         offsets: Rc<dyn OffsetStore>,
         engine: Arc<dyn Engine>,
     ) -> Self {
+        let stats = Arc::new(ShardStats::new(peers.peer_id(), core));
+        // Engine code records its latencies into this core's stats (see metrics::storage).
+        crate::metrics::storage::set_current(stats.storage.clone());
+        let offsets: Rc<dyn OffsetStore> = Rc::new(crate::group::MeteredOffsets::new(
+            offsets,
+            stats.group_offsets.clone(),
+        ));
         Shard {
-            stats: Arc::new(ShardStats::new(peers.peer_id(), core)),
+            stats,
             id: peers.peer_id(),
             count: peers.nr_consumers().max(1),
             config: config.clone(),
@@ -176,15 +183,22 @@ impl Shard {
         }
         let mut parts = self.partitions.borrow_mut();
         let key = (topic.to_string(), partition);
-        let p = parts
-            .entry(key)
-            .or_insert_with(|| self.new_partition(topic, partition, &meta));
+        let p = parts.entry(key).or_insert_with(|| {
+            let p = self.new_partition(topic, partition, &meta);
+            self.stats
+                .partitions
+                .add(topic, partition, p.gauges().clone());
+            p
+        });
         if p.topic_id != meta.id {
             p.store().remove();
             let fresh = self.new_partition(topic, partition, &meta);
             self.replace_partition(p, fresh);
         }
-        Ok(f(p))
+        let out = f(p);
+        // Every change to a partition's offsets goes through here (or evict_over_budget).
+        p.publish_gauges(false);
+        Ok(out)
     }
 
     /// Puts `fresh` state in place of a partition's, waking its waiters and releasing its
@@ -192,7 +206,10 @@ impl Shard {
     fn replace_partition(&self, p: &mut Partition, fresh: Partition) {
         let freed = p.cached_bytes();
         p.wake_all();
+        let gauges = p.gauges().clone();
         *p = fresh;
+        // The published series stays the partition's; the fresh state shows in it.
+        p.adopt_gauges(gauges);
         self.set_cached(self.cached_bytes.get().saturating_sub(freed));
     }
 
@@ -244,6 +261,8 @@ impl Shard {
             };
             if let Some(p) = parts.get_mut(&key) {
                 held = held.saturating_sub(p.evict_through(through));
+                // Engines that keep nothing below the cache moved the log start.
+                p.publish_gauges(false);
             }
         }
         self.set_cached(held);
@@ -265,6 +284,7 @@ impl Shard {
         });
         self.set_cached(self.cached_bytes.get().saturating_sub(freed));
         self.eviction.borrow_mut().retain(|((t, _), _)| t != topic);
+        self.stats.partitions.remove_where(|t, _| t == topic);
     }
 
     /// Tells every shard (this one included) that a topic is gone.
@@ -544,3 +564,6 @@ mod cache_tests;
 
 #[cfg(test)]
 mod fault_tests;
+
+#[cfg(test)]
+mod metrics_tests;

@@ -389,6 +389,8 @@ impl Shard {
             let (states, txns) = producers.remove(&key).unwrap_or_default();
             let mut p = Partition::from_recovered(r, states);
             p.set_transactions(txns);
+            p.publish_gauges(true);
+            self.stats.partitions.add(&key.0, key.1, p.gauges().clone());
             parts.insert(key, p);
         }
         Ok(())
@@ -471,9 +473,12 @@ impl Shard {
                 Some(Ok(r)) => {
                     // Readers of the cleaned range read the cleaned segments, not the
                     // batches the cache still holds from before.
-                    if let Ok(freed) = self
-                        .with_partition(&topic, partition, |p| p.evict_through(r.cleaned_to - 1))
-                    {
+                    // Compaction shrinks the log without moving an offset: published here.
+                    if let Ok(freed) = self.with_partition(&topic, partition, |p| {
+                        let freed = p.evict_through(r.cleaned_to - 1);
+                        p.publish_gauges(true);
+                        freed
+                    }) {
                         self.set_cached(self.cached_bytes.get().saturating_sub(freed));
                     }
                     tracing::info!(

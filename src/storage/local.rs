@@ -216,10 +216,14 @@ impl PartitionStore for LocalStore {
         end: i64,
     ) -> LocalBoxFuture<'_, Result<Vec<Bytes>, KelpError>> {
         Box::pin(async move {
-            self.log
-                .read(offset, max_bytes, end)
-                .await
-                .map_err(storage_error)
+            let started = Instant::now();
+            let read = self.log.read(offset, max_bytes, end).await;
+            crate::metrics::storage::record(
+                crate::metrics::storage::StorageOp::LocalRead,
+                started.elapsed(),
+                read.is_ok(),
+            );
+            read.map_err(storage_error)
         })
     }
 
@@ -248,6 +252,10 @@ impl PartitionStore for LocalStore {
 
     fn keeps_evicted(&self) -> bool {
         true
+    }
+
+    fn log_size_bytes(&self) -> Option<u64> {
+        Some(self.log.size())
     }
 
     fn retention_cut(&self, now_ms: i64) -> LocalBoxFuture<'_, Option<i64>> {
@@ -336,6 +344,10 @@ fn checkpoint_log_start(dir: &Path, start: i64) -> Result<(), KelpError> {
 }
 
 impl Engine for LocalEngine {
+    fn register_metrics(&self, registry: &crate::metrics::Registry) {
+        registry.set_storage_engine("local");
+    }
+
     fn describe_log_dir(
         &self,
         partitions: Vec<(String, i32)>,

@@ -218,6 +218,12 @@ pub trait PartitionStore {
         Box::pin(futures::future::ready(None))
     }
 
+    /// Bytes the partition's log takes where the engine keeps it, when it knows cheaply
+    /// (`kelp_partition_log_size_bytes`); None: it does not.
+    fn log_size_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// Makes written data durable (the periodic flush of [`Background::flush_every`]).
     fn flush(&self) -> LocalBoxFuture<'_, Result<(), KelpError>> {
         Box::pin(futures::future::ready(Ok(())))

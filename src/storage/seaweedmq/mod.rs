@@ -31,6 +31,7 @@ use crate::forwarder::filer_log::FlushedFile;
 use crate::forwarder::ForwarderHandle;
 use crate::group::OffsetStore;
 use crate::log::retention::{delete_before, SealedSegment};
+use crate::metrics::storage::{record, StorageOp};
 use crate::record::batch::{first_offset_at_or_after, BatchHeader};
 
 /// How often a fetch at the end of a partition asks SeaweedMQ whether another publisher
@@ -115,14 +116,22 @@ impl PartitionStore for SeaweedMqStore {
     ) -> LocalBoxFuture<'_, Vec<BatchOffsets>> {
         let bytes: Vec<Bytes> = batches.iter().map(|(_, b)| b.clone()).collect();
         Box::pin(async move {
-            self.fwd
+            let started = Instant::now();
+            let out = self
+                .fwd
                 .publish(
                     &self.topic,
                     self.partition,
                     bytes,
                     deadline.saturating_duration_since(Instant::now()),
                 )
-                .await
+                .await;
+            record(
+                StorageOp::SeaweedPublish,
+                started.elapsed(),
+                out.iter().all(Result::is_ok),
+            );
+            out
         })
     }
 
@@ -138,10 +147,13 @@ impl PartitionStore for SeaweedMqStore {
         end: i64,
     ) -> LocalBoxFuture<'_, Result<Vec<Bytes>, KelpError>> {
         Box::pin(async move {
-            self.fwd
+            let started = Instant::now();
+            let out = self
+                .fwd
                 .fetch(&self.topic, self.partition, offset, max_bytes, end)
-                .await
-                .map(|o| o.batches)
+                .await;
+            record(StorageOp::SeaweedFetch, started.elapsed(), out.is_ok());
+            out.map(|o| o.batches)
         })
     }
 
@@ -393,6 +405,7 @@ impl Engine for SeaweedMqEngine {
 
     fn register_metrics(&self, registry: &crate::metrics::Registry) {
         registry.register_forwarder(self.fwd.stats.clone());
+        registry.set_storage_engine("seaweedmq");
     }
 
     fn shutdown(&self, limit: Duration) {
