@@ -5,17 +5,13 @@
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use clap::Parser;
-use glommio::channels::channel_mesh::MeshBuilder;
-use glommio::LocalExecutorBuilder;
 
+use super::local_shard_tests::with_local_shard;
 use super::ops::{ColdBudget, ProduceItem, ReadItem};
-use super::{Shard, ShardMsg};
-use crate::config::Config;
+use super::Shard;
 use crate::error::code;
 use crate::record::batch::tests::{make_batch, make_producer_batch};
 use crate::record::batch::BatchHeader;
@@ -51,48 +47,21 @@ impl Drop for DataDir {
 }
 
 /// Runs `body` on a one-shard broker on the local engine over `data_dir` (created, or
-/// recovered when it holds data), as `server::run` starts one.
+/// recovered when it holds data), with the test topic.
 fn with_shard<F, Fut>(data_dir: &Path, fsync: &str, body: F)
 where
     F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()>,
 {
-    let dir = data_dir.display().to_string();
-    let config = Arc::new(Config::parse_from([
-        "kelp",
-        "--storage",
-        "local",
-        "--data-dir",
-        &dir,
-        "--fsync",
-        fsync,
-    ]));
-    LocalExecutorBuilder::default()
-        .spawn(move || async move {
-            let storage = crate::storage::select(&config, 1).expect("storage");
-            let mesh = MeshBuilder::<ShardMsg, _>::full(1, 16);
-            let (senders, _receivers) = mesh.join().await.expect("mesh");
-            let offsets = storage.engine.offset_store(0, 1).await.expect("offsets");
-            let shard = Rc::new(Shard::new(
-                config,
-                storage.cluster,
-                senders,
-                0,
-                offsets,
-                storage.engine,
-            ));
-            shard.recover_partitions().await.expect("recovery");
-            if shard.cluster.topic(TOPIC).is_none() {
-                shard
-                    .create_topic(TOPIC, 1, 1, Default::default(), false)
-                    .await
-                    .expect("topic");
-            }
-            body(shard).await;
-        })
-        .expect("executor")
-        .join()
-        .expect("shard thread");
+    with_local_shard(data_dir, &["--fsync", fsync], |shard| async move {
+        if shard.cluster.topic(TOPIC).is_none() {
+            shard
+                .create_topic(TOPIC, 1, 1, Default::default(), false)
+                .await
+                .expect("topic");
+        }
+        body(shard).await;
+    });
 }
 
 fn idempotent(seq: i32, records: i32) -> ValidatedBatches {

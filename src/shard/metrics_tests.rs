@@ -4,16 +4,11 @@
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
-use glommio::channels::channel_mesh::MeshBuilder;
-use glommio::LocalExecutorBuilder;
-
+use super::local_shard_tests::with_local_shard;
 use super::ops::ProduceItem;
-use super::{Shard, ShardMsg};
-use crate::config::Config;
+use super::Shard;
 use crate::record::batch::tests::make_batch;
 use crate::record::ValidatedBatches;
 
@@ -40,44 +35,14 @@ impl Drop for DataDir {
     }
 }
 
-/// Runs `body` on a one-shard local-engine broker over `data_dir`, started (or recovered)
-/// as `server::run` starts one.
+/// Runs `body` on a one-shard local-engine broker over `data_dir`, with small segments so
+/// retention has sealed ones to delete.
 fn with_shard<F, Fut>(data_dir: &Path, body: F)
 where
     F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()>,
 {
-    let dir = data_dir.display().to_string();
-    let config = Arc::new(Config::parse_from([
-        "kelp",
-        "--storage",
-        "local",
-        "--data-dir",
-        &dir,
-        // Small segments, so retention has sealed ones to delete.
-        "--segment-bytes",
-        "200",
-    ]));
-    LocalExecutorBuilder::default()
-        .spawn(move || async move {
-            let storage = crate::storage::select(&config, 1).expect("storage");
-            let mesh = MeshBuilder::<ShardMsg, _>::full(1, 16);
-            let (senders, _receivers) = mesh.join().await.expect("mesh");
-            let offsets = storage.engine.offset_store(0, 1).await.expect("offsets");
-            let shard = Rc::new(Shard::new(
-                config,
-                storage.cluster,
-                senders,
-                0,
-                offsets,
-                storage.engine,
-            ));
-            shard.recover_partitions().await.expect("recovery");
-            body(shard).await;
-        })
-        .expect("executor")
-        .join()
-        .expect("shard thread");
+    with_local_shard(data_dir, &["--segment-bytes", "200"], body);
 }
 
 /// The shard's partition and storage series, as a scrape renders them.

@@ -566,4 +566,7 @@ mod cache_tests;
 mod fault_tests;
 
 #[cfg(test)]
+mod local_shard_tests;
+
+#[cfg(test)]
 mod metrics_tests;

@@ -20,10 +20,10 @@ import tomllib
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 import conftest
+from test_tls import round_trip
 
 pytestmark = conftest.ENGINE_NEUTRAL
 
@@ -76,26 +76,6 @@ def serving(port, proc, log):
         pytest.fail(f"{e}\n--- kelp log ---\n{pathlib.Path(log).read_text(errors='replace')}")
 
 
-def round_trip(bootstrap, n=100):
-    """Produces n records to a new topic and consumes them back with confluent_kafka."""
-    topic = f"cfg-{uuid.uuid4().hex[:8]}"
-    conf = {"bootstrap.servers": bootstrap}
-    p = Producer({**conf, "linger.ms": 5})
-    sent = [f"v{i}".encode() for i in range(n)]
-    for i, v in enumerate(sent):
-        p.produce(topic, key=str(i).encode(), value=v)
-    assert p.flush(30) == 0
-    c = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
-    got, deadline = [], time.time() + 60
-    while len(got) < n and time.time() < deadline:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-    c.close()
-    assert sorted(got) == sorted(sent), f"{len(got)} of {n} back"
-
-
 def test_kelp_runs_from_the_file_alone(tmp_path):
     port, metrics = conftest.free_port(), conftest.free_port()
     data = tmp_path / "data"
@@ -103,7 +83,7 @@ def test_kelp_runs_from_the_file_alone(tmp_path):
     log = tmp_path / "kelp.log"
     with kelp(["--config", str(cfg)], log) as proc:
         serving(port, proc, log)
-        round_trip(f"127.0.0.1:{port}")
+        round_trip({"bootstrap.servers": f"127.0.0.1:{port}"}, n=100)
         assert (data / "topics").is_dir(), "the file's data-dir holds the data"
         # The file's metrics address serves, with a shard on each of the file's cores.
         fams = conftest.metric_families(conftest.scrape(metrics))
@@ -119,7 +99,7 @@ def test_command_line_overrides_the_file(tmp_path):
     with kelp(["--config", str(cfg), "--listen", f"127.0.0.1:{cli_port}"], log) as proc:
         serving(cli_port, proc, log)
         assert not conftest.accepts(file_port), "the file's port is not bound"
-        round_trip(f"127.0.0.1:{cli_port}", n=10)
+        round_trip({"bootstrap.servers": f"127.0.0.1:{cli_port}"}, n=10)
 
 
 @pytest.mark.parametrize("extra,key,says", [

@@ -37,15 +37,21 @@ def fetch_counts_before_answers(bootstrap, mport, topic, rounds=30):
             reqs, sent = now_reqs, now_sent
 
 
+def metrics_broker(request, data_dir, mport):
+    """A Broker (not started) over `data_dir` serving /metrics on `mport`, on the suite's
+    storage engine (with the suite's SeaweedFS on seaweedmq)."""
+    sw = (request.getfixturevalue("seaweed_cluster")
+          if conftest.STORAGE == "seaweedmq" else None)
+    return Broker(data_dir, ["--metrics-addr", f"127.0.0.1:{mport}"], seaweed=sw)
+
+
 def test_metrics_parse_and_count_traffic(request):
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     mport = free_port()
     with tempfile.TemporaryDirectory(prefix="kelp-metrics-") as d:
-        sw = (request.getfixturevalue("seaweed_cluster")
-              if conftest.STORAGE == "seaweedmq" else None)
-        b = Broker(d, ["--metrics-addr", f"127.0.0.1:{mport}"], seaweed=sw)
+        b = metrics_broker(request, d, mport)
         b.start()
         try:
             topic = f"m-{uuid.uuid4().hex[:8]}"
@@ -177,9 +183,7 @@ def test_health_offsets_lag_errors_and_storage(request):
 
     mport = free_port()
     with tempfile.TemporaryDirectory(prefix="kelp-metrics-") as d:
-        sw = (request.getfixturevalue("seaweed_cluster")
-              if conftest.STORAGE == "seaweedmq" else None)
-        b = Broker(d, ["--metrics-addr", f"127.0.0.1:{mport}"], seaweed=sw)
+        b = metrics_broker(request, d, mport)
         # Spawned by hand to ask /health from the first moment the metrics port answers:
         # until every shard serves, 503 naming what is not ready; then 200 "ready".
         b.proc = subprocess.Popen(b.args(), stdout=b.log, stderr=b.log)
@@ -310,9 +314,7 @@ def test_transactional_offsets_show_once_the_transaction_commits(request):
 
     mport = free_port()
     with tempfile.TemporaryDirectory(prefix="kelp-metrics-") as d:
-        sw = (request.getfixturevalue("seaweed_cluster")
-              if conftest.STORAGE == "seaweedmq" else None)
-        b = Broker(d, ["--metrics-addr", f"127.0.0.1:{mport}"], seaweed=sw)
+        b = metrics_broker(request, d, mport)
         b.start()
         try:
             src, dst = (f"txo-{uuid.uuid4().hex[:8]}" for _ in range(2))

@@ -1,0 +1,48 @@
+//! Test support: a one-shard broker on the local engine, started (or recovered from what its
+//! data directory holds) as `server::run` starts one, for the shard tests that need the real
+//! log underneath (fault rollback, metrics gauges).
+
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use clap::Parser;
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::LocalExecutorBuilder;
+
+use super::{Shard, ShardMsg};
+use crate::config::Config;
+
+/// Runs `body` on a one-shard local-engine broker over `data_dir` with these extra `flags`,
+/// on an executor thread of its own, and waits for it.
+pub(super) fn with_local_shard<F, Fut>(data_dir: &Path, flags: &[&str], body: F)
+where
+    F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let dir = data_dir.display().to_string();
+    let args = ["kelp", "--storage", "local", "--data-dir", &dir]
+        .into_iter()
+        .chain(flags.iter().copied());
+    let config = Arc::new(Config::parse_from(args));
+    LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            let storage = crate::storage::select(&config, 1).expect("storage");
+            let mesh = MeshBuilder::<ShardMsg, _>::full(1, 16);
+            let (senders, _receivers) = mesh.join().await.expect("mesh");
+            let offsets = storage.engine.offset_store(0, 1).await.expect("offsets");
+            let shard = Rc::new(Shard::new(
+                config,
+                storage.cluster,
+                senders,
+                0,
+                offsets,
+                storage.engine,
+            ));
+            shard.recover_partitions().await.expect("recovery");
+            body(shard).await;
+        })
+        .expect("executor")
+        .join()
+        .expect("shard thread");
+}
