@@ -27,6 +27,8 @@ use glommio::io::BufferedFile;
 pub struct Appender {
     file: SyncHandle,
     len: u64,
+    /// Present when appends bypass the page cache ([`super::direct`]).
+    direct: Option<Direct>,
     /// The file may hold bytes of a failed write past `len`: cutting them failed too, so the
     /// next append or trim cuts them first.
     dirty_tail: bool,
@@ -35,6 +37,13 @@ pub struct Appender {
 /// A shared handle to an appended file, for fdatasync while the appender is out writing.
 #[derive(Clone)]
 pub struct SyncHandle(Arc<Handle>);
+
+/// The O_DIRECT descriptor of an appended file and the partial block at its logical end.
+struct Direct {
+    file: Arc<File>,
+    /// The file's bytes from the start of the block holding the logical end up to it.
+    tail: Vec<u8>,
+}
 
 struct Handle {
     file: File,
@@ -70,6 +79,41 @@ impl Appender {
         Ok(Self::with_file(file, path, 0))
     }
 
+    /// Like [`Appender::create`], appending with O_DIRECT where the file system allows it.
+    pub async fn create_direct(path: &Path) -> io::Result<Appender> {
+        let mut a = Self::create(path).await?;
+        a.go_direct().await?;
+        Ok(a)
+    }
+
+    /// Like [`Appender::open`], appending with O_DIRECT where the file system allows it.
+    pub async fn open_direct(path: &Path, len: u64) -> io::Result<Appender> {
+        let mut a = Self::open(path, len).await?;
+        a.go_direct().await?;
+        Ok(a)
+    }
+
+    /// Opens the O_DIRECT descriptor and reads the partial block at the logical end.
+    async fn go_direct(&mut self) -> io::Result<()> {
+        let (h, len) = (self.file.0.clone(), self.len);
+        let direct = blocking(move || {
+            let Some(file) = super::direct::open(&h.path)? else {
+                tracing::info!(path = %h.path.display(),
+                    "the file system refuses O_DIRECT; appending through the page cache");
+                return Ok(None);
+            };
+            let tail = super::direct::read_tail(&h.file, len)?;
+            Ok::<_, io::Error>(Some(Direct {
+                file: Arc::new(file),
+                tail,
+            }))
+        })
+        .await
+        .map_err(with_path("opening for O_DIRECT", &self.file.0.path))?;
+        self.direct = direct;
+        Ok(())
+    }
+
     /// Opens an existing file to append after its first `len` bytes; whatever lies past them
     /// (a torn tail, an older version's O_DIRECT block padding) is cut off first.
     pub async fn open(path: &Path, len: u64) -> io::Result<Appender> {
@@ -91,6 +135,7 @@ impl Appender {
                 path: path.to_path_buf(),
             })),
             len,
+            direct: None,
             dirty_tail: false,
         }
     }
@@ -120,26 +165,58 @@ impl Appender {
             return Ok(());
         }
         let (h, at, cut_first) = (self.file.0.clone(), self.len, self.dirty_tail);
+        let direct = self
+            .direct
+            .as_ref()
+            .map(|d| (d.file.clone(), d.tail.clone()));
         let parts = parts.to_vec();
-        let (res, clean) = blocking(move || {
+        let (res, clean, written) = blocking(move || {
             if cut_first {
                 if let Err(e) = io_set_len(&h.file, &h.path, at) {
-                    return (Err(e), false);
+                    return (Err(e), false, Written::Buffered);
                 }
             }
-            match io_write(&h.file, &h.path, at, &parts) {
-                Ok(()) => (Ok(()), true),
+            let mut written = Written::Buffered;
+            let res = io_write_by(&h.path, at, &parts, |p| match &direct {
+                Some((file, tail)) => match super::direct::write(file, at, tail, p) {
+                    Ok(tail) => {
+                        written = Written::Direct(tail);
+                        Ok(())
+                    }
+                    Err(e) if super::direct::refused(&e) => {
+                        written = Written::Refused;
+                        pwritev_all(&h.file, at, p)
+                    }
+                    Err(e) => Err(e),
+                },
+                None => pwritev_all(&h.file, at, p),
+            });
+            match res {
+                Ok(()) => (Ok(()), true, written),
                 Err(e) => match io_set_len(&h.file, &h.path, at) {
-                    Ok(()) => (Err(e), true),
+                    Ok(()) => (Err(e), true, written),
                     Err(cut) => {
                         let why = format!("{e}; cutting it off failed too: {cut}");
-                        (Err(io::Error::new(e.kind(), why)), false)
+                        (Err(io::Error::new(e.kind(), why)), false, written)
                     }
                 },
             }
         })
         .await;
         self.dirty_tail = !clean;
+        match written {
+            Written::Direct(tail) if res.is_ok() => {
+                if let Some(d) = &mut self.direct {
+                    d.tail = tail;
+                }
+            }
+            Written::Refused => {
+                tracing::warn!(path = %self.file.0.path.display(),
+                    "an O_DIRECT write was refused; appending through the page cache");
+                self.direct = None;
+            }
+            _ => {}
+        }
         let path = &self.file.0.path;
         res.map_err(with_path("writing", path))?;
         self.len += added;
@@ -186,6 +263,16 @@ impl SyncHandle {
     }
 }
 
+/// How an append reached the file.
+enum Written {
+    /// Through the page cache.
+    Buffered,
+    /// With O_DIRECT; the new partial block at the end.
+    Direct(Vec<u8>),
+    /// O_DIRECT was refused (alignment): written through the page cache, and from now on.
+    Refused,
+}
+
 /// fsync of a directory (entries created or renamed in it survive a crash), on the pool.
 pub async fn sync_dir(dir: &Path) -> io::Result<()> {
     let d = dir.to_path_buf();
@@ -207,14 +294,29 @@ fn io_create(path: &Path, create: impl FnOnce() -> io::Result<File>) -> io::Resu
     super::faults::create(path, create)
 }
 
+fn io_write(file: &File, path: &Path, at: u64, parts: &[Bytes]) -> io::Result<()> {
+    io_write_by(path, at, parts, |p| pwritev_all(file, at, p))
+}
+
+/// A write of `parts` at `at` of `path`, done by `write`.
 #[cfg(not(test))]
-fn io_write(file: &File, _path: &Path, at: u64, parts: &[Bytes]) -> io::Result<()> {
-    pwritev_all(file, at, parts)
+fn io_write_by(
+    _path: &Path,
+    _at: u64,
+    parts: &[Bytes],
+    write: impl FnOnce(&[Bytes]) -> io::Result<()>,
+) -> io::Result<()> {
+    write(parts)
 }
 
 #[cfg(test)]
-fn io_write(file: &File, path: &Path, at: u64, parts: &[Bytes]) -> io::Result<()> {
-    super::faults::write(path, at, parts, |p| pwritev_all(file, at, p))
+fn io_write_by(
+    path: &Path,
+    at: u64,
+    parts: &[Bytes],
+    write: impl FnOnce(&[Bytes]) -> io::Result<()>,
+) -> io::Result<()> {
+    super::faults::write(path, at, parts, write)
 }
 
 #[cfg(not(test))]

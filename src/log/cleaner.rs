@@ -347,6 +347,7 @@ impl PartitionLog {
             next_offset,
             index,
             false,
+            false,
         )
         .await
         .map_err(|e| LogError::Read(e.to_string()))?;

@@ -12,6 +12,7 @@ pub mod cleaner;
 #[cfg(test)]
 mod cleaner_tests;
 pub mod compact;
+pub mod direct;
 #[cfg(test)]
 mod fault_tests;
 #[cfg(test)]

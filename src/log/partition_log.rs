@@ -44,6 +44,14 @@ use crate::config::FsyncPolicy;
 use crate::metrics::storage::{record, StorageOp};
 use crate::record::batch::{first_offset_at_or_after, BatchHeader};
 
+/// Whether active segments are appended with O_DIRECT: under `--fsync always` every write is
+/// synced right after it, so the page cache would only add a copy and its writeback
+/// ([`super::direct`]). Other policies keep the page cache, which lets writes return before
+/// the device has them.
+pub fn direct_appends(policy: FsyncPolicy) -> bool {
+    policy == FsyncPolicy::Always
+}
+
 /// Roll settings of the partition's topic at the time of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RollSettings {
@@ -521,7 +529,7 @@ impl PartitionLog {
             std::fs::create_dir_all(&self.dir)
                 .map_err(|e| LogError::Write(format!("creating {}: {e}", self.dir.display())))?;
         }
-        let seg = Segment::create(&self.dir, base)
+        let seg = Segment::create(&self.dir, base, direct_appends(self.policy))
             .await
             .map_err(|e| LogError::Write(e.to_string()))?;
         if sync {

@@ -133,9 +133,17 @@ pub async fn recover(
         next = sc.next_offset;
         // The last intact segment stays active; truncation happens as it is reopened.
         let active = last || cut;
-        let seg = Segment::reopen(path, base, sc.valid_len, sc.next_offset, sc.index, active)
-            .await
-            .map_err(|e| LogError::Recovery(e.to_string()))?;
+        let seg = Segment::reopen(
+            path,
+            base,
+            sc.valid_len,
+            sc.next_offset,
+            sc.index,
+            active,
+            super::partition_log::direct_appends(policy),
+        )
+        .await
+        .map_err(|e| LogError::Recovery(e.to_string()))?;
         segments.push(seg);
     }
     let first = segments.first().map_or(0, |s| s.base);

@@ -57,10 +57,13 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Creates an empty active segment in `dir`.
-    pub async fn create(dir: &Path, base: i64) -> io::Result<Segment> {
+    /// Creates an empty active segment in `dir`, appended with O_DIRECT when `direct`.
+    pub async fn create(dir: &Path, base: i64, direct: bool) -> io::Result<Segment> {
         let path = dir.join(log_name(base));
-        let appender = Appender::create(&path).await?;
+        let appender = match direct {
+            true => Appender::create_direct(&path).await?,
+            false => Appender::create(&path).await?,
+        };
         let reader = open_reader(&path).await?;
         Ok(Segment {
             base,
@@ -78,7 +81,7 @@ impl Segment {
     }
 
     /// Reopens a recovered segment whose first `size` bytes are intact; `active` segments
-    /// get an appender (which cuts anything past `size`).
+    /// get an appender (which cuts anything past `size`), with O_DIRECT when `direct`.
     pub async fn reopen(
         path: PathBuf,
         base: i64,
@@ -86,11 +89,12 @@ impl Segment {
         next_offset: i64,
         index: SegmentIndex,
         active: bool,
+        direct: bool,
     ) -> io::Result<Segment> {
-        let appender = if active {
-            Some(Appender::open(&path, size).await?)
-        } else {
-            None
+        let appender = match (active, direct) {
+            (false, _) => None,
+            (true, true) => Some(Appender::open_direct(&path, size).await?),
+            (true, false) => Some(Appender::open(&path, size).await?),
         };
         let reader = open_reader(&path).await?;
         Ok(Segment {

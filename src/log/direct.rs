@@ -1,0 +1,199 @@
+//! O_DIRECT appends of the active segment: whole aligned blocks written from a staging
+//! buffer, the partial block at the logical end kept in memory and written again, whole, by
+//! the next append.
+//!
+//! Why: under `--fsync always` every byte is fdatasynced right after its write, so the page
+//! cache only costs: the copy into freshly allocated cache pages, then the writeback. On this
+//! project's test VM, writing 1 GiB in ~130 KiB rounds each followed by fdatasync took
+//! 0.88-1.00 CPU-s buffered and 0.67-0.68 CPU-s with O_DIRECT, and a broker run whose page
+//! cache landed on pages the host had taken back spent 52 % of its CPU in
+//! `copy_folio_from_iter_atomic` (7.0 CPU-s/GB instead of 2.6): docs/storage.md.
+//!
+//! The file may end in zero padding past the logical length (the rest of the last block):
+//! readers never read past the logical length, sealing trims it, and recovery cuts padding
+//! as it always has. Reads stay buffered: the kernel drops cached pages of a range a direct
+//! write covers. Runs on the blocking pool, like every other write of the log; calls std
+//! and libc only.
+
+use std::alloc::{self, Layout};
+use std::cell::RefCell;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+use bytes::Bytes;
+
+/// Alignment of O_DIRECT file offsets, lengths and buffers: the largest logical block size of
+/// common devices (512 and 4096 byte sectors both divide it).
+pub const BLOCK: usize = 4096;
+/// Bytes staged per `pwrite`; one per blocking-pool thread, allocated on its first append.
+const STAGE: usize = 1 << 20;
+
+/// An aligned, zeroed allocation of [`STAGE`] bytes.
+struct Stage {
+    ptr: std::ptr::NonNull<u8>,
+}
+
+impl Stage {
+    fn layout() -> Layout {
+        // Both are non-zero powers of two: from_size_align cannot fail.
+        Layout::from_size_align(STAGE, BLOCK).unwrap_or_else(|_| unreachable!())
+    }
+
+    fn new() -> Stage {
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(Self::layout()) };
+        match std::ptr::NonNull::new(raw) {
+            Some(ptr) => Stage { ptr },
+            None => alloc::handle_alloc_error(Self::layout()),
+        }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` is a live allocation of STAGE initialised bytes, borrowed mutably
+        // through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), STAGE) }
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout and freed only here.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout()) }
+    }
+}
+
+thread_local! {
+    static STAGED: RefCell<Option<Stage>> = const { RefCell::new(None) };
+}
+
+/// Opens `path` a second time for O_DIRECT writes; `None` when the file system refuses
+/// O_DIRECT (the appends then go through the page cache).
+pub fn open(path: &Path) -> io::Result<Option<File>> {
+    match OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+    {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The bytes of `file` from the start of the block holding `len` up to `len`: the partial
+/// block the next direct append starts with.
+pub fn read_tail(file: &File, len: u64) -> io::Result<Vec<u8>> {
+    let start = len - len % BLOCK as u64;
+    let mut tail = vec![0u8; (len - start) as usize];
+    file.read_exact_at(&mut tail, start)?;
+    Ok(tail)
+}
+
+/// Whether `e` is O_DIRECT's refusal of an alignment (nothing was written).
+pub fn refused(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EINVAL)
+}
+
+/// Writes `parts` at logical offset `at` of `file` (opened with O_DIRECT), where `tail` holds
+/// the file's bytes from the start of `at`'s block up to `at`. Writes whole blocks only, the
+/// last one zero-padded; returns the new tail (the bytes of the last partial block).
+pub fn write(file: &File, at: u64, tail: &[u8], parts: &[Bytes]) -> io::Result<Vec<u8>> {
+    debug_assert_eq!(tail.len() as u64, at % BLOCK as u64);
+    STAGED.with(|staged| {
+        let mut staged = staged.borrow_mut();
+        let stage = staged.get_or_insert_with(Stage::new).bytes();
+        let mut pos = at - tail.len() as u64;
+        stage[..tail.len()].copy_from_slice(tail);
+        let mut fill = tail.len();
+        for part in parts {
+            let mut src = &part[..];
+            while !src.is_empty() {
+                let n = (STAGE - fill).min(src.len());
+                stage[fill..fill + n].copy_from_slice(&src[..n]);
+                fill += n;
+                src = &src[n..];
+                if fill == STAGE {
+                    pwrite_all(file, &stage[..STAGE], pos)?;
+                    pos += STAGE as u64;
+                    fill = 0;
+                }
+            }
+        }
+        if fill == 0 {
+            return Ok(Vec::new());
+        }
+        let padded = fill.div_ceil(BLOCK) * BLOCK;
+        stage[fill..padded].fill(0);
+        pwrite_all(file, &stage[..padded], pos)?;
+        Ok(stage[fill - fill % BLOCK..fill].to_vec())
+    })
+}
+
+/// Writes all of `buf` (whole blocks) at `at`, going on after short writes of whole blocks.
+fn pwrite_all(file: &File, mut buf: &[u8], mut at: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match file.write_at(buf, at) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "O_DIRECT write wrote 0 bytes",
+                ))
+            }
+            Ok(n) if n % BLOCK != 0 => {
+                return Err(io::Error::other(format!(
+                    "O_DIRECT write stopped after {n} bytes, inside a block"
+                )))
+            }
+            Ok(n) => {
+                buf = &buf[n..];
+                at += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("kelp-direct-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("f")
+    }
+
+    #[test]
+    fn appends_of_any_size_read_back_whole_with_only_zero_padding_after() {
+        let path = temp("sizes");
+        std::fs::write(&path, b"").unwrap();
+        let Some(file) = open(&path).unwrap() else {
+            // A file system without O_DIRECT: nothing here to test.
+            return;
+        };
+        let mut want = Vec::new();
+        let mut tail = Vec::new();
+        // Sizes crossing blocks and the stage, with empty parts among them.
+        for (i, size) in [1usize, 4095, 1, 5000, 0, STAGE + 7, 3 * BLOCK, 123]
+            .into_iter()
+            .enumerate()
+        {
+            let part = Bytes::from(vec![(i as u8).wrapping_mul(37) | 1; size]);
+            let at = want.len() as u64;
+            tail = write(&file, at, &tail, &[part.clone(), Bytes::new()]).unwrap();
+            want.extend_from_slice(&part);
+            assert_eq!(tail, want[want.len() - want.len() % BLOCK..]);
+        }
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(got.len() % BLOCK, 0);
+        assert_eq!(&got[..want.len()], &want[..]);
+        assert!(got[want.len()..].iter().all(|&b| b == 0));
+        let reader = File::open(&path).unwrap();
+        assert_eq!(read_tail(&reader, want.len() as u64).unwrap(), tail);
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+}
