@@ -155,22 +155,34 @@ impl Appender {
         self.len == 0
     }
 
-    /// Writes `parts` after the logical end. On error the logical length is unchanged and
-    /// whatever part of them reached the file is cut off again: left there, it would outlive
-    /// a shorter later append, and a crash would let recovery take complete batches among it
-    /// (never acknowledged, at offsets since given to other batches) for data.
+    /// Writes `parts` after the logical end, through the page cache. On error the logical
+    /// length is unchanged and whatever part of them reached the file is cut off again: left
+    /// there, it would outlive a shorter later append, and a crash would let recovery take
+    /// complete batches among it (never acknowledged, at offsets since given to other
+    /// batches) for data.
     pub async fn append(&mut self, parts: &[Bytes]) -> io::Result<()> {
+        self.append_by(parts, false).await
+    }
+
+    /// Like [`Appender::append`], for bytes that will be fdatasynced at once: with O_DIRECT
+    /// when the appender was opened for it, as the page cache would only add a copy.
+    pub async fn append_to_sync(&mut self, parts: &[Bytes]) -> io::Result<()> {
+        self.append_by(parts, true).await
+    }
+
+    async fn append_by(&mut self, parts: &[Bytes], to_sync: bool) -> io::Result<()> {
         let added: u64 = parts.iter().map(|p| p.len() as u64).sum();
         if added == 0 {
             return Ok(());
         }
         let (h, at, cut_first) = (self.file.0.clone(), self.len, self.dirty_tail);
-        let direct = self
-            .direct
-            .as_ref()
-            .map(|d| (d.file.clone(), d.tail.clone()));
-        let parts = parts.to_vec();
+        let direct = match (&self.direct, to_sync) {
+            (Some(d), true) => Some((d.file.clone(), d.tail.clone())),
+            _ => None,
+        };
+        let owned = parts.to_vec();
         let (res, clean, written) = blocking(move || {
+            let parts = owned;
             if cut_first {
                 if let Err(e) = io_set_len(&h.file, &h.path, at) {
                     return (Err(e), false, Written::Buffered);
@@ -179,8 +191,8 @@ impl Appender {
             let mut written = Written::Buffered;
             let res = io_write_by(&h.path, at, &parts, |p| match &direct {
                 Some((file, tail)) => match super::direct::write(file, at, tail, p) {
-                    Ok(tail) => {
-                        written = Written::Direct(tail);
+                    Ok(()) => {
+                        written = Written::Direct;
                         Ok(())
                     }
                     Err(e) if super::direct::refused(&e) => {
@@ -204,18 +216,16 @@ impl Appender {
         })
         .await;
         self.dirty_tail = !clean;
-        match written {
-            Written::Direct(tail) if res.is_ok() => {
-                if let Some(d) = &mut self.direct {
-                    d.tail = tail;
-                }
+        if matches!(written, Written::Refused) {
+            tracing::warn!(path = %self.file.0.path.display(),
+                "an O_DIRECT write was refused; appending through the page cache");
+            self.direct = None;
+        }
+        if res.is_ok() {
+            if let Some(d) = &mut self.direct {
+                // Buffered appends move the end too: the next direct one starts from it.
+                d.tail = super::direct::next_tail(self.len, &d.tail, parts);
             }
-            Written::Refused => {
-                tracing::warn!(path = %self.file.0.path.display(),
-                    "an O_DIRECT write was refused; appending through the page cache");
-                self.direct = None;
-            }
-            _ => {}
         }
         let path = &self.file.0.path;
         res.map_err(with_path("writing", path))?;
@@ -267,8 +277,8 @@ impl SyncHandle {
 enum Written {
     /// Through the page cache.
     Buffered,
-    /// With O_DIRECT; the new partial block at the end.
-    Direct(Vec<u8>),
+    /// With O_DIRECT.
+    Direct,
     /// O_DIRECT was refused (alignment): written through the page cache, and from now on.
     Refused,
 }

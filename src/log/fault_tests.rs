@@ -503,9 +503,9 @@ fn recovery_shows_exactly_the_batches_that_stay() {
 
 #[test]
 fn reads_racing_direct_appends_to_the_same_block_see_exactly_what_was_written() {
-    // Under `always` the active segment is appended with O_DIRECT while reads go through
-    // the page cache: a read of the last block cached while a write rewrites that block must
-    // not leave stale bytes behind for later reads.
+    // Under `always` durable rounds are appended with O_DIRECT, others and all reads go
+    // through the page cache: a read of the last block cached while a write rewrites that
+    // block must not leave stale bytes behind for later reads.
     let td = TestDir::new("direct-race");
     let dir = td.0.clone();
     run(|| async move {
@@ -521,10 +521,17 @@ fn reads_racing_direct_appends_to_the_same_block_see_exactly_what_was_written() 
                     _ => log.read(end - 1, 1 << 20, end).await.unwrap(),
                 }
             };
-            let (appended, got) = futures::join!(append(&log, &b, true), reread);
+            // Some rounds go through the page cache (nobody waits for their sync).
+            let durable = i % 4 != 3;
+            let (appended, got) = futures::join!(append(&log, &b, durable), reread);
             appended.unwrap();
             if let Some(last) = written.last() {
-                assert_eq!(got, vec![last.1.clone()], "read of batch {} racing a write", i - 1);
+                assert_eq!(
+                    got,
+                    vec![last.1.clone()],
+                    "read of batch {} racing a write",
+                    i - 1
+                );
             }
             written.extend(b);
         }

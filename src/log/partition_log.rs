@@ -473,7 +473,15 @@ impl PartitionLog {
                 pos += data.len() as u64;
                 i += 1;
             }
-            let res = appender.append(&parts).await;
+            // A round a durable waiter asked for is synced right after it.
+            let to_sync = {
+                let s = self.st.borrow();
+                s.want_sync > s.synced_end
+            };
+            let res = match to_sync {
+                true => appender.append_to_sync(&parts).await,
+                false => appender.append(&parts).await,
+            };
             let mut s = self.st.borrow_mut();
             let ok = res.is_ok();
             if let Some(seg) = s.segments.values_mut().next_back() {
