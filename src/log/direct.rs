@@ -5,9 +5,9 @@
 //! Why: under `--fsync always` every byte is fdatasynced right after its write, so the page
 //! cache only costs: the copy into freshly allocated cache pages, then the writeback. On this
 //! project's test VM, writing 1 GiB in ~130 KiB rounds each followed by fdatasync took
-//! 0.88-1.00 CPU-s buffered and 0.67-0.68 CPU-s with O_DIRECT, and a broker run whose page
-//! cache landed on pages the host had taken back spent 52 % of its CPU in
-//! `copy_folio_from_iter_atomic` (7.0 CPU-s/GB instead of 2.6): docs/storage.md.
+//! 0.88-1.33 CPU-s buffered and 0.64-0.72 CPU-s with O_DIRECT (`perf/fsync_rounds.py`), and
+//! a broker run whose page cache landed on pages the host had taken back spent 52 % of its
+//! CPU in `copy_folio_from_iter_atomic` (7.0 CPU-s/GB instead of 2.6): docs/storage.md.
 //!
 //! The file may end in zero padding past the logical length (the rest of the last block):
 //! readers never read past the logical length, sealing trims it, and recovery cuts padding
