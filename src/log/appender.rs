@@ -19,6 +19,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use glommio::io::BufferedFile;
@@ -161,19 +162,29 @@ impl Appender {
     /// complete batches among it (never acknowledged, at offsets since given to other
     /// batches) for data.
     pub async fn append(&mut self, parts: &[Bytes]) -> io::Result<()> {
-        self.append_by(parts, false).await
+        self.append_by(parts, false).await.map(|_| ())
     }
 
-    /// Like [`Appender::append`], for bytes that will be fdatasynced at once: with O_DIRECT
-    /// when the appender was opened for it, as the page cache would only add a copy.
-    pub async fn append_to_sync(&mut self, parts: &[Bytes]) -> io::Result<()> {
-        self.append_by(parts, true).await
+    /// Like [`Appender::append`], then fdatasync in the same trip to the pool (one hand-off
+    /// instead of two), with O_DIRECT when the appender was opened for it, as the page cache
+    /// would only add a copy. `Ok` holds the fdatasync's outcome and duration: the write
+    /// itself succeeded.
+    pub async fn append_and_sync(
+        &mut self,
+        parts: &[Bytes],
+    ) -> io::Result<(io::Result<()>, Duration)> {
+        let synced = self.append_by(parts, true).await?;
+        Ok(synced.unwrap_or((Ok(()), Duration::ZERO)))
     }
 
-    async fn append_by(&mut self, parts: &[Bytes], to_sync: bool) -> io::Result<()> {
+    async fn append_by(
+        &mut self,
+        parts: &[Bytes],
+        to_sync: bool,
+    ) -> io::Result<Option<(io::Result<()>, Duration)>> {
         let added: u64 = parts.iter().map(|p| p.len() as u64).sum();
         if added == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let (h, at, cut_first) = (self.file.0.clone(), self.len, self.dirty_tail);
         let direct = match (&self.direct, to_sync) {
@@ -181,11 +192,11 @@ impl Appender {
             _ => None,
         };
         let owned = parts.to_vec();
-        let (res, clean, written) = blocking(move || {
+        let (res, clean, written, synced) = blocking(move || {
             let parts = owned;
             if cut_first {
                 if let Err(e) = io_set_len(&h.file, &h.path, at) {
-                    return (Err(e), false, Written::Buffered);
+                    return (Err(e), false, Written::Buffered, None);
                 }
             }
             let mut written = Written::Buffered;
@@ -204,12 +215,20 @@ impl Appender {
                 None => pwritev_all(&h.file, at, p),
             });
             match res {
-                Ok(()) => (Ok(()), true, written),
+                Ok(()) => {
+                    let synced = to_sync.then(|| {
+                        let started = Instant::now();
+                        let r =
+                            io_sync(&h.file, &h.path).map_err(with_path("fdatasync of", &h.path));
+                        (r, started.elapsed())
+                    });
+                    (Ok(()), true, written, synced)
+                }
                 Err(e) => match io_set_len(&h.file, &h.path, at) {
-                    Ok(()) => (Err(e), true, written),
+                    Ok(()) => (Err(e), true, written, None),
                     Err(cut) => {
                         let why = format!("{e}; cutting it off failed too: {cut}");
-                        (Err(io::Error::new(e.kind(), why)), false, written)
+                        (Err(io::Error::new(e.kind(), why)), false, written, None)
                     }
                 },
             }
@@ -230,7 +249,7 @@ impl Appender {
         let path = &self.file.0.path;
         res.map_err(with_path("writing", path))?;
         self.len += added;
-        Ok(())
+        Ok(synced)
     }
 
     /// fdatasync: everything appended so far is on stable storage.

@@ -295,7 +295,12 @@ impl PartitionLog {
             if !batches.is_empty() {
                 let started = std::time::Instant::now();
                 let written = self.write_batches(batches, roll).await;
-                record(StorageOp::LocalAppend, started.elapsed(), written.is_ok());
+                let synced_for = written.as_ref().map_or(Duration::ZERO, |d| *d);
+                record(
+                    StorageOp::LocalAppend,
+                    started.elapsed().saturating_sub(synced_for),
+                    written.is_ok(),
+                );
                 written?;
                 // acks=1 waiters can go now; durable ones wait for the sync below.
                 self.changed.notify(usize::MAX);
@@ -429,11 +434,14 @@ impl PartitionLog {
         self.sync_written().await
     }
 
+    /// Writes the round's batches (rolling segments as needed); returns the time spent in an
+    /// fdatasync done with the last write.
     async fn write_batches(
         &self,
         batches: Vec<(BatchHeader, Bytes)>,
         roll: RollSettings,
-    ) -> Result<(), LogError> {
+    ) -> Result<Duration, LogError> {
+        let mut sync_time = Duration::ZERO;
         let mut i = 0;
         while i < batches.len() {
             let must_roll = {
@@ -473,14 +481,22 @@ impl PartitionLog {
                 pos += data.len() as u64;
                 i += 1;
             }
-            // A round a durable waiter asked for is synced right after it.
-            let to_sync = {
+            // A round a durable waiter asked for is synced right after its last write, in the
+            // same trip to the pool, unless a failed sync left bytes to write again first.
+            let sync_now = {
                 let s = self.st.borrow();
-                s.want_sync > s.synced_end
+                i == batches.len() && s.want_sync > s.synced_end && !s.rewrite
             };
-            let res = match to_sync {
-                true => appender.append_to_sync(&parts).await,
-                false => appender.append(&parts).await,
+            let _one_sync = match sync_now {
+                true => Some(self.sync_lock.lock().await),
+                false => None,
+            };
+            let (res, synced) = match sync_now {
+                true => match appender.append_and_sync(&parts).await {
+                    Ok(synced) => (Ok(()), Some(synced)),
+                    Err(e) => (Err(e), None),
+                },
+                false => (appender.append(&parts).await, None),
             };
             let mut s = self.st.borrow_mut();
             let ok = res.is_ok();
@@ -491,8 +507,25 @@ impl PartitionLog {
             if let Some((h, _)) = written.last() {
                 s.written_end = h.last_offset() + 1;
             }
+            if let Some((synced, took)) = synced {
+                record(StorageOp::LocalSync, took, synced.is_ok());
+                sync_time += took;
+                if let Err(e) = synced {
+                    s.rewrite = true;
+                    return Err(LogError::Write(format!(
+                        "fdatasync in {}: {e}",
+                        self.dir.display()
+                    )));
+                }
+                s.rewrite = false;
+                if let Some(seg) = s.segments.values_mut().next_back() {
+                    seg.synced_len = seg.synced_len.max(seg.size);
+                    seg.synced_next = seg.synced_next.max(seg.next_offset);
+                }
+                s.synced_end = s.synced_end.max(s.written_end);
+            }
         }
-        Ok(())
+        Ok(sync_time)
     }
 
     /// Seals the active segment and starts a new one at `base`.
