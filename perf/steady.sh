@@ -60,6 +60,14 @@ produce "$RECORDS" | tee "$OUT/run.txt"
 [[ -n "$PP" ]] && { kill -INT "$PP"; wait "$PP" || true; PP=; }
 t1=$(threads); c1=$(awk '{print $14+$15, $10}' /proc/"$KP"/stat)
 grep VmHWM /proc/"$KP"/status
+INFERNO="${KELP_CACHE:-$HOME/.cache/kelp}/inferno/bin"
+if [[ $MODE == dwarf && -x "$INFERNO/inferno-flamegraph" ]]; then
+  # perf/flamegraph.sh installs inferno on first use.
+  perf script -i "$OUT/perf.data" 2>/dev/null | "$INFERNO/inferno-collapse-perf" > "$OUT/folded.txt"
+  "$INFERNO/inferno-flamegraph" --title "kelp --storage $ST, acks=$ACKS, steady state" \
+    < "$OUT/folded.txt" > "$OUT/flame.svg"
+  echo "flame graph: $OUT/flame.svg"
+fi
 python3 - "$ST" "$ACKS" "$RECORDS" "$SHARDS" "$c0" "$c1" "$t0" "$t1" <<'PY'
 import sys
 st, acks, records, shards, c0, c1, t0, t1 = sys.argv[1:]
