@@ -538,3 +538,32 @@ fn reads_racing_direct_appends_to_the_same_block_see_exactly_what_was_written() 
         assert_eq!(read_all(&log).await, bytes_of(&[&written]));
     });
 }
+
+#[test]
+fn close_cuts_the_padding_and_the_log_goes_on_and_recovers() {
+    let td = TestDir::new("close-trim");
+    let dir = td.0.clone();
+    run(|| async move {
+        let log = PartitionLog::new(dir.clone(), FsyncPolicy::Always, Vec::new(), BIG);
+        let a = batches(0, &[2, 3]);
+        append(&log, &a, true).await.unwrap();
+        let want: Vec<u8> = bytes_of(&[&a]).concat();
+        let seg = segment_files(&dir)[0].0.clone();
+        // Durable rounds are O_DIRECT: whole blocks, so padding follows the batches.
+        assert!(std::fs::metadata(&seg).unwrap().len() >= want.len() as u64);
+        log.close().await;
+        assert_eq!(
+            std::fs::read(&seg).unwrap(),
+            want,
+            "the file is the log, no padding"
+        );
+        let b = batches(5, &[1]);
+        append(&log, &b, true).await.unwrap();
+        append(&log, &batches(6, &[4]), false).await.unwrap();
+        let all = [&a[..], &b[..], &batches(6, &[4])[..]];
+        assert_eq!(read_all(&log).await, bytes_of(&all));
+        drop(log);
+        let (r, _) = reopen(&dir, FsyncPolicy::Always, BIG).await;
+        assert_eq!(read_all(&r.log).await, bytes_of(&all));
+    });
+}

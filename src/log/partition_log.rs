@@ -798,6 +798,42 @@ impl PartitionLog {
         }
     }
 
+    /// The broker is stopping: cuts the active segment's O_DIRECT padding, so that after a
+    /// clean stop the segment files hold exactly the log (recovery would cut it too). Skipped
+    /// while a write round is running: nothing waits for it any more, and recovery copes.
+    pub async fn close(&self) {
+        let appender = {
+            let mut s = self.st.borrow_mut();
+            if s.writing {
+                return;
+            }
+            // Marked as writing, so no round starts while the appender is out.
+            let a = s
+                .segments
+                .values_mut()
+                .next_back()
+                .and_then(Segment::take_appender);
+            s.writing = a.is_some();
+            a
+        };
+        let Some(mut appender) = appender else {
+            return;
+        };
+        if let Err(e) = appender.trim().await {
+            tracing::warn!(dir = %self.dir.display(), error = %e,
+                "could not cut the active segment's padding at shutdown; recovery will");
+        }
+        {
+            let mut s = self.st.borrow_mut();
+            s.writing = false;
+            if let Some(seg) = s.segments.values_mut().next_back() {
+                seg.put_appender(appender, &[]);
+            }
+        }
+        // Anyone who came while the appender was out waits for this.
+        self.changed.notify(usize::MAX);
+    }
+
     /// Removes the whole partition directory (topic deleted).
     pub fn remove_all(&self) {
         let mut s = self.st.borrow_mut();

@@ -351,6 +351,7 @@ pub fn run(mut config: Config) -> anyhow::Result<()> {
                 // their tasks a moment to unwind before the executor (and its ring) goes away.
                 connection::close_all();
                 glommio::timer::sleep(Duration::from_millis(100)).await;
+                shard.close_stores().await;
                 tracing::debug!(shard = shard.id, "shard stopped");
             })
             .map_err(|e| anyhow::anyhow!("starting the executor on core {core}: {e}"))?;

@@ -499,6 +499,14 @@ impl Shard {
         }
     }
 
+    /// The broker is stopping: lets every partition's store leave its files as a restart
+    /// expects them.
+    pub async fn close_stores(&self) {
+        for (_, store) in self.stores() {
+            store.close().await;
+        }
+    }
+
     /// Flushes every partition's store each `every`, forever (`--fsync interval:MS`).
     pub async fn run_flush(self: Rc<Self>, every: Duration) {
         loop {

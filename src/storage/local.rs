@@ -324,6 +324,10 @@ impl PartitionStore for LocalStore {
     fn remove(&self) {
         self.log.remove_all();
     }
+
+    fn close(&self) -> LocalBoxFuture<'_, ()> {
+        Box::pin(self.log.close())
+    }
 }
 
 /// Writes the log start offset next to the segments (temp file + rename), so a restart

@@ -231,6 +231,11 @@ pub trait PartitionStore {
 
     /// Deletes everything stored (the topic was deleted).
     fn remove(&self) {}
+
+    /// The broker is stopping: leave the stored files as a restart expects to find them.
+    fn close(&self) -> LocalBoxFuture<'_, ()> {
+        Box::pin(futures::future::ready(()))
+    }
 }
 
 /// A log directory as DescribeLogDirs shows it.
