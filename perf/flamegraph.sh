@@ -36,18 +36,9 @@ fi
 tool() { java -Xmx1g "-Dlog4j2.configurationFile=$CACHE/jars/kafka-log4j2-tools.xml" -cp "$JARS/*" "$@"; }
 rm -rf "$WORK"; mkdir -p "$WORK" "$(dirname "$OUT")"
 ulimit -l unlimited 2>/dev/null || true
-"$KELP_BIN" --listen "127.0.0.1:$PORT" --advertised-host 127.0.0.1 --storage "$STORAGE" \
-  --data-dir "$WORK/data" --cores "${KELP_CORES:-0-1}" --log-level warn \
-  --cache-bytes-per-core 2147483648 > "$WORK/kelp.out" 2>&1 < /dev/null &
-KELP_PID=$!
-PERF_PID=
-cleanup() {
-  [[ -n "$PERF_PID" ]] && kill -INT "$PERF_PID" 2>/dev/null && wait "$PERF_PID" 2>/dev/null
-  kill "$KELP_PID" 2>/dev/null && wait "$KELP_PID" 2>/dev/null
-  true
-}
-trap cleanup EXIT
-for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+# shellcheck source=kelp_proc.sh
+. "$HERE/kelp_proc.sh"
+kelp_start "$WORK" "$PORT" --storage "$STORAGE" --cache-bytes-per-core 2147483648
 tool org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$PORT" --create --topic flame \
   --partitions "$PARTS" --replication-factor 1 >/dev/null
 
@@ -65,7 +56,7 @@ else
     "acks=$ACKS" linger.ms=5 batch.size=131072 | tail -1
 fi
 kill -INT "$PERF_PID"; wait "$PERF_PID" 2>/dev/null || true; PERF_PID=
-cleanup; trap - EXIT
+kelp_stop; trap - EXIT
 
 perf script -i "$WORK/perf.data" 2>/dev/null | "$INFERNO/inferno-collapse-perf" > "$WORK/folded.txt"
 "$INFERNO/inferno-flamegraph" --title "kelp --storage $STORAGE, acks=$ACKS, $PARTS partition(s)" \

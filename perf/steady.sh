@@ -21,17 +21,9 @@ WARMUP="${WARMUP:-1300000}" RECORDS="${RECORDS:-1000000}" PARTS="${PARTITIONS:-4
 SHARDS="${SHARDS:-2}"
 RDK="$("$HERE/rdkafka.sh")"
 rm -rf "$OUT"; mkdir -p "$OUT"
-"$KELP_BIN" --listen "127.0.0.1:$PORT" --advertised-host 127.0.0.1 --storage "$ST" \
-  --data-dir "$OUT/data" --cores "${KELP_CORES:-0-1}" --log-level warn \
-  --cache-bytes-per-core "${CACHE:-536870912}" > "$OUT/kelp.out" 2>&1 < /dev/null &
-KP=$! PP=
-cleanup() {
-  [[ -n "$PP" ]] && kill -INT "$PP" 2>/dev/null && wait "$PP" 2>/dev/null
-  kill "$KP" 2>/dev/null && wait "$KP" 2>/dev/null
-  true
-}
-trap cleanup EXIT
-for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+# shellcheck source=kelp_proc.sh
+. "$HERE/kelp_proc.sh"
+kelp_start "$OUT" "$PORT" --storage "$ST" --cache-bytes-per-core "${CACHE:-536870912}"
 python3 - "$PORT" "$PARTS" <<'PY'
 import sys
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -47,19 +39,19 @@ produce() {
 }
 produce "$WARMUP" > "$OUT/warmup.txt"
 # Per-thread CPU ticks (utime+stime), as "tid:ticks" words.
-threads() { for t in /proc/"$KP"/task/*; do echo "${t##*/}:$(awk '{print $14+$15}' "$t/stat")"; done | tr '\n' ' '; }
-t0=$(threads); c0=$(awk '{print $14+$15, $10}' /proc/"$KP"/stat)
+threads() { for t in /proc/"$KELP_PID"/task/*; do echo "${t##*/}:$(awk '{print $14+$15}' "$t/stat")"; done | tr '\n' ' '; }
+t0=$(threads); c0=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat)
 case $MODE in
-  perf) perf record -q -F 499 -g -p "$KP" -o "$OUT/perf.data" 2>/dev/null & PP=$! ;;
-  dwarf) perf record -q -F 499 --call-graph dwarf,16384 -p "$KP" -o "$OUT/perf.data" 2>/dev/null & PP=$! ;;
+  perf) perf record -q -F 499 -g -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
+  dwarf) perf record -q -F 499 --call-graph dwarf,16384 -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
   none) ;;
   *) echo "mode: none|perf|dwarf" >&2; exit 2 ;;
 esac
 sleep 0.3
 produce "$RECORDS" | tee "$OUT/run.txt"
-[[ -n "$PP" ]] && { kill -INT "$PP"; wait "$PP" || true; PP=; }
-t1=$(threads); c1=$(awk '{print $14+$15, $10}' /proc/"$KP"/stat)
-grep VmHWM /proc/"$KP"/status
+[[ -n "$PERF_PID" ]] && { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; PERF_PID=; }
+t1=$(threads); c1=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat)
+grep VmHWM /proc/"$KELP_PID"/status
 INFERNO="${KELP_CACHE:-$HOME/.cache/kelp}/inferno/bin"
 if [[ $MODE == dwarf && -x "$INFERNO/inferno-flamegraph" ]]; then
   # perf/flamegraph.sh installs inferno on first use.

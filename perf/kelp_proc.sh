@@ -1,0 +1,27 @@
+# Sourced by perf scripts that run a Kelp of their own (flamegraph.sh, steady.sh).
+# kelp_start OUT PORT ARGS... starts $KELP_BIN in the background on 127.0.0.1:PORT with its
+# data under OUT/data and output in OUT/kelp.out, sets KELP_PID, and waits for the port; on
+# exit, kelp_stop stops a perf recorder left running (PERF_PID) and the broker, by PID.
+
+kelp_start() {
+  local out=$1 port=$2
+  shift 2
+  "$KELP_BIN" --listen "127.0.0.1:$port" --advertised-host 127.0.0.1 --data-dir "$out/data" \
+    --cores "${KELP_CORES:-0-1}" --log-level warn "$@" > "$out/kelp.out" 2>&1 < /dev/null &
+  KELP_PID=$!
+  PERF_PID=
+  trap kelp_stop EXIT
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "kelp did not listen on 127.0.0.1:$port; see $out/kelp.out" >&2
+  return 1
+}
+
+kelp_stop() {
+  [[ -n "${PERF_PID:-}" ]] && kill -INT "$PERF_PID" 2>/dev/null && wait "$PERF_PID" 2>/dev/null
+  PERF_PID=
+  kill "$KELP_PID" 2>/dev/null && wait "$KELP_PID" 2>/dev/null
+  true
+}
