@@ -192,25 +192,22 @@ impl Appender {
             _ => None,
         };
         let owned = parts.to_vec();
-        let (res, clean, written, synced) = blocking(move || {
+        let (res, clean, refused, synced) = blocking(move || {
             let parts = owned;
             if cut_first {
                 if let Err(e) = io_set_len(&h.file, &h.path, at) {
-                    return (Err(e), false, Written::Buffered, None);
+                    return (Err(e), false, false, None);
                 }
             }
-            let mut written = Written::Buffered;
+            // O_DIRECT refused an alignment: nothing was written, the page cache takes it.
+            let mut refused = false;
             let res = io_write_by(&h.path, at, &parts, |p| match &direct {
                 Some((file, tail)) => match super::direct::write(file, at, tail, p) {
-                    Ok(()) => {
-                        written = Written::Direct;
-                        Ok(())
-                    }
                     Err(e) if super::direct::refused(&e) => {
-                        written = Written::Refused;
+                        refused = true;
                         pwritev_all(&h.file, at, p)
                     }
-                    Err(e) => Err(e),
+                    other => other,
                 },
                 None => pwritev_all(&h.file, at, p),
             });
@@ -222,20 +219,20 @@ impl Appender {
                             io_sync(&h.file, &h.path).map_err(with_path("fdatasync of", &h.path));
                         (r, started.elapsed())
                     });
-                    (Ok(()), true, written, synced)
+                    (Ok(()), true, refused, synced)
                 }
                 Err(e) => match io_set_len(&h.file, &h.path, at) {
-                    Ok(()) => (Err(e), true, written, None),
+                    Ok(()) => (Err(e), true, refused, None),
                     Err(cut) => {
                         let why = format!("{e}; cutting it off failed too: {cut}");
-                        (Err(io::Error::new(e.kind(), why)), false, written, None)
+                        (Err(io::Error::new(e.kind(), why)), false, refused, None)
                     }
                 },
             }
         })
         .await;
         self.dirty_tail = !clean;
-        if matches!(written, Written::Refused) {
+        if refused {
             tracing::warn!(path = %self.file.0.path.display(),
                 "an O_DIRECT write was refused; appending through the page cache");
             self.direct = None;
@@ -290,16 +287,6 @@ impl SyncHandle {
             .await
             .map_err(with_path("rewriting", &self.0.path))
     }
-}
-
-/// How an append reached the file.
-enum Written {
-    /// Through the page cache.
-    Buffered,
-    /// With O_DIRECT.
-    Direct,
-    /// O_DIRECT was refused (alignment): written through the page cache, and from now on.
-    Refused,
 }
 
 /// fsync of a directory (entries created or renamed in it survive a crash), on the pool.

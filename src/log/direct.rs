@@ -77,7 +77,7 @@ pub fn open(path: &Path) -> io::Result<Option<File>> {
         .open(path)
     {
         Ok(f) => Ok(Some(f)),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(None),
+        Err(e) if refused(&e) => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -91,7 +91,8 @@ pub fn read_tail(file: &File, len: u64) -> io::Result<Vec<u8>> {
     Ok(tail)
 }
 
-/// Whether `e` is O_DIRECT's refusal of an alignment (nothing was written).
+/// Whether `e` is O_DIRECT's refusal (EINVAL: the file system or an alignment; nothing was
+/// opened or written).
 pub fn refused(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::EINVAL)
 }

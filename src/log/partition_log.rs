@@ -339,23 +339,45 @@ impl PartitionLog {
             }
             let started = std::time::Instant::now();
             let synced = handle.fdatasync().await;
-            record(StorageOp::LocalSync, started.elapsed(), synced.is_ok());
-            if let Err(e) = synced {
-                self.st.borrow_mut().rewrite = true;
-                return Err(LogError::Write(format!(
-                    "fdatasync in {}: {e}",
-                    self.dir.display()
-                )));
-            }
-            let mut s = self.st.borrow_mut();
-            s.rewrite = false;
-            if let Some(seg) = s.segments.get_mut(&base) {
-                seg.synced_len = seg.synced_len.max(size);
-                seg.synced_next = seg.synced_next.max(next);
-            }
+            self.settle_sync(
+                &mut self.st.borrow_mut(),
+                synced,
+                started.elapsed(),
+                Some((base, size, next)),
+            )?;
         }
         let mut s = self.st.borrow_mut();
         s.synced_end = s.synced_end.max(end);
+        Ok(())
+    }
+
+    /// Takes the outcome of an fdatasync of the active segment, `covered` being its base, the
+    /// bytes the sync covered and the offset after their batches: a failure makes the next
+    /// sync write the unsynced bytes again first, a success moves the segment's synced marks.
+    /// Both syncs of the log (alone, or with a round's last write) end here.
+    fn settle_sync(
+        &self,
+        s: &mut State,
+        synced: std::io::Result<()>,
+        took: Duration,
+        covered: Option<(i64, u64, i64)>,
+    ) -> Result<(), LogError> {
+        record(StorageOp::LocalSync, took, synced.is_ok());
+        if let Err(e) = synced {
+            s.rewrite = true;
+            return Err(LogError::Write(format!(
+                "fdatasync in {}: {e}",
+                self.dir.display()
+            )));
+        }
+        s.rewrite = false;
+        let Some((base, size, next)) = covered else {
+            return Ok(());
+        };
+        if let Some(seg) = s.segments.get_mut(&base) {
+            seg.synced_len = seg.synced_len.max(size);
+            seg.synced_next = seg.synced_next.max(next);
+        }
         Ok(())
     }
 
@@ -508,20 +530,13 @@ impl PartitionLog {
                 s.written_end = h.last_offset() + 1;
             }
             if let Some((synced, took)) = synced {
-                record(StorageOp::LocalSync, took, synced.is_ok());
                 sync_time += took;
-                if let Err(e) = synced {
-                    s.rewrite = true;
-                    return Err(LogError::Write(format!(
-                        "fdatasync in {}: {e}",
-                        self.dir.display()
-                    )));
-                }
-                s.rewrite = false;
-                if let Some(seg) = s.segments.values_mut().next_back() {
-                    seg.synced_len = seg.synced_len.max(seg.size);
-                    seg.synced_next = seg.synced_next.max(seg.next_offset);
-                }
+                let covered = s
+                    .segments
+                    .values()
+                    .next_back()
+                    .map(|seg| (seg.base, seg.size, seg.next_offset));
+                self.settle_sync(&mut s, synced, took, covered)?;
                 s.synced_end = s.synced_end.max(s.written_end);
             }
         }
