@@ -56,7 +56,9 @@ fn arenas_for(shards: usize) -> libc::c_int {
     }
 }
 
-/// Applies the settings for `shards` shard cores; call before the shard threads start.
+/// Applies the settings for `shards` shard cores; call before any other thread exists: glibc
+/// fixes its arena limit the first time a second thread allocates, and ignores a later
+/// `M_ARENA_MAX`.
 /// Errors are only logged: the defaults still work, with more page faults and more memory
 /// held idle.
 pub fn tune(shards: usize) {

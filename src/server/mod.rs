@@ -102,12 +102,18 @@ async fn heartbeat(stats: Arc<metrics::ShardStats>) {
 
 /// Runs the broker until every shard exits (normally never).
 pub fn run(mut config: Config) -> anyhow::Result<()> {
-    // First, before any thread exists: a thread started earlier would not block SIGTERM, and
-    // the kernel may hand the signal to it, which kills the process on the spot (no drain,
-    // no clean ring teardown).
-    shutdown::install().context("installing signal handling")?;
+    // Before any thread exists, malloc's settings, then signal handling. glibc fixes its
+    // arena limit when a second thread first allocates: tuned after the signal thread had
+    // started, one arena was the signal thread's and the shard threads were dealt between
+    // it and the main one, so a producer whose connection landed on the other shard left
+    // its evicted frames' memory in one arena while the new frames grew the other (1 GB
+    // more heap and ~250k page faults per GB: 1.5-1.9 instead of 0.8-1.0 CPU-s/GB, in about
+    // a third of perf/steady.sh runs). A thread started before signal handling would not
+    // block SIGTERM, and the kernel may hand the signal to it, which kills the process on
+    // the spot (no drain, no clean ring teardown).
     let cores = shard_cores(&config)?;
     malloc::tune(cores.len());
+    shutdown::install().context("installing signal handling")?;
     malloc::start_trimmer();
     // Fail clearly if the port is taken: SO_REUSEPORT alone would quietly share it with another
     // process. Port 0 picks a free port once, used by every shard.
