@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 
 use std::collections::VecDeque;
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use futures::channel::oneshot;
 use futures::future::Either;
-use futures_lite::AsyncReadExt;
 use glommio::net::TcpListener;
 
-use super::budget::{Lease, RequestMemory, IDLE_CHUNK};
+use super::budget::{Lease, RequestMemory};
+use super::read_buffer::ReadBuffer;
 use super::tls::SharedAcceptor;
 use super::wire::Wire;
 use crate::api;
@@ -29,11 +29,10 @@ use crate::auth::principal::PrincipalRules;
 use crate::auth::sasl::Sasl;
 use crate::auth::Session;
 use crate::config::Listener;
-use crate::config::READ_CHUNK;
 use crate::error::ConnectionError;
 use crate::metrics::Kind;
 use crate::protocol::versions::key;
-use crate::protocol::{frame, RequestHeader, Response};
+use crate::protocol::{RequestHeader, Response};
 use crate::shard::Shard;
 use futures_rustls::TlsAcceptor;
 
@@ -183,145 +182,6 @@ struct Finished {
 /// Requests in progress, oldest first; their responses go out in this order.
 type InFlight = VecDeque<oneshot::Receiver<Finished>>;
 
-/// A connection's read buffer and the share of the request budget it holds.
-///
-/// The buffer holds the bytes not yet taken as frames, at most a read chunk of them for small
-/// frames: that chunk is the connection's own overhead (1 KiB while idle), not leased. Small
-/// frames are copied out of it into an allocation of their own, leased as they are taken. A
-/// frame bigger than a read chunk first takes its whole length from the budget — waiting, with
-/// nothing leased, while the budget is spent — and is then read into a buffer that grows (at
-/// most doubling what has arrived) to exactly the frame's size and is handed over whole, so
-/// big produces are not copied. Nobody waits for the budget while holding part of it, so
-/// connections cannot starve each other with half-read frames (they could, when each partial
-/// buffer was leased as it grew: all of them waiting to grow, none of them reading).
-struct ReadBuffer {
-    buf: BytesMut,
-    /// Size of `buf`'s allocation (its `capacity()` shrinks as frames are taken off the
-    /// front).
-    alloc: usize,
-    /// The budget of the big frame at the front, once taken.
-    frame_lease: Option<Lease>,
-    memory: Arc<RequestMemory>,
-}
-
-impl ReadBuffer {
-    fn new(memory: Arc<RequestMemory>) -> Self {
-        ReadBuffer {
-            buf: BytesMut::new(),
-            alloc: 0,
-            frame_lease: None,
-            memory,
-        }
-    }
-
-    /// The lease of the frame at the front, `len` bytes: the one taken before reading it,
-    /// or a new one (waiting for the budget).
-    async fn frame_lease(&mut self, len: usize) -> Lease {
-        match self.frame_lease.take() {
-            Some(lease) => lease,
-            None => {
-                let mut lease = Lease::empty(&self.memory);
-                lease.resize(len).await;
-                lease
-            }
-        }
-    }
-
-    /// Takes the next complete frame, with its own allocation and lease; `Err(need)` says
-    /// how many bytes (prefix included) the frame at the front needs in all.
-    async fn next_frame(
-        &mut self,
-        max: usize,
-    ) -> Result<Result<(BytesMut, Lease), usize>, ConnectionError> {
-        let len = match frame::peek_len(&self.buf, max)? {
-            Some(len) => len,
-            None => return Ok(Err(4)),
-        };
-        let total = 4 + len;
-        if self.buf.len() < total {
-            return Ok(Err(total));
-        }
-        let lease = self.frame_lease(len).await;
-        if self.buf.len() == total && self.alloc <= total + total / 8 {
-            // The buffer is this frame (and little more): hand it over, no copy.
-            let mut frame = std::mem::take(&mut self.buf);
-            frame.advance(4);
-            self.alloc = 0;
-            return Ok(Ok((frame, lease)));
-        }
-        let frame = BytesMut::from(&self.buf[4..total]);
-        self.buf.advance(total);
-        Ok(Ok((frame, lease)))
-    }
-
-    /// Makes room to read toward a frame of `need` bytes; a frame bigger than a read chunk
-    /// takes its budget first (this waits while the budget is spent). `idle`: nothing in
-    /// progress, so a small buffer will do.
-    async fn reserve(&mut self, need: usize, idle: bool) {
-        let have = self.buf.len();
-        if have == 0 && idle && self.alloc > IDLE_CHUNK {
-            // Give an idle connection's big buffer back.
-            self.buf = BytesMut::new();
-            self.alloc = 0;
-        }
-        let target = if need > READ_CHUNK {
-            if self.frame_lease.is_none() {
-                let mut lease = Lease::empty(&self.memory);
-                lease.resize(need - 4).await;
-                self.frame_lease = Some(lease);
-            }
-            need.min((2 * have).max(READ_CHUNK))
-        } else if idle && have == 0 {
-            IDLE_CHUNK
-        } else {
-            READ_CHUNK
-        };
-        if self.buf.capacity() > have && (self.buf.capacity() >= target || need <= READ_CHUNK) {
-            return;
-        }
-        let target = target.max(have + 1);
-        let mut grown = BytesMut::with_capacity(target);
-        grown.extend_from_slice(&self.buf);
-        self.buf = grown;
-        self.alloc = target;
-    }
-
-    /// Reads what arrives into the reserved room, at most up to `need` for a big frame.
-    async fn read<W: Wire>(&mut self, stream: &mut W, need: usize) -> std::io::Result<usize> {
-        let have = self.buf.len();
-        let room = self.buf.capacity() - have;
-        let want = if need > READ_CHUNK {
-            room.min(need.saturating_sub(have).max(1))
-        } else {
-            room
-        };
-        self.buf.resize(have + want, 0);
-        // Whatever happens to this future (it is dropped when a response is ready first),
-        // the buffer ends with the bytes actually read, never the zeroed room.
-        let mut keep = KeepRead {
-            buf: &mut self.buf,
-            len: have,
-        };
-        let r = stream.read(&mut keep.buf[have..]).await;
-        if let Ok(n) = r {
-            keep.len = have + n;
-        }
-        r
-    }
-}
-
-/// Truncates a read buffer to the bytes read when dropped.
-struct KeepRead<'a> {
-    buf: &'a mut BytesMut,
-    len: usize,
-}
-
-impl Drop for KeepRead<'_> {
-    fn drop(&mut self) {
-        self.buf.truncate(self.len);
-    }
-}
-
 /// Serves one connection until the client closes it or sends something unservable.
 ///
 /// Requests are started in order, one at a time: the next one starts when the previous one
@@ -438,7 +298,7 @@ async fn serve_requests<W: Wire>(
             }
             Either::Left(Some(Ok(0))) => {
                 drain(shard, stream, &mut in_flight).await?;
-                let have = rb.buf.len();
+                let have = rb.buffered();
                 if have > 0 {
                     return Err(ConnectionError::Malformed(format!(
                         "client closed mid-frame ({have} of {need} bytes)"

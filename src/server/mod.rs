@@ -6,6 +6,7 @@ pub mod connection;
 pub mod malloc;
 pub mod notify;
 pub mod panic;
+pub mod read_buffer;
 pub mod shutdown;
 pub mod tls;
 pub mod wire;
