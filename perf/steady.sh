@@ -5,11 +5,12 @@
 # the split between the shard executor threads and their I/O pool threads (the "shards" are
 # the two busiest threads; with more cores set SHARDS).
 #
-#   perf/steady.sh STORAGE ACKS [OUT_DIR] [none|perf|dwarf]
+#   perf/steady.sh STORAGE ACKS [OUT_DIR] [none|perf|dwarf|faults]
 #
 # Environment: KELP_BIN (target/release/kelp), KELP_CORES (0-1), SHARDS (2), PORT (39650),
 # WARMUP (1,300,000 records), RECORDS (1,000,000), PARTITIONS (4), CACHE (bytes per core,
-# 512 MiB). `perf`/`dwarf` record the measured phase with Linux perf into OUT_DIR/perf.data.
+# 512 MiB), KELP_ARGS (more broker flags, e.g. "--fsync never"). `perf`/`dwarf` record the measured phase with Linux perf into OUT_DIR/perf.data
+# (`faults`: every 64th page fault, with its call stack).
 # Needs kafka-python (scripts/install-deps.sh) to create the topic.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,7 +24,8 @@ RDK="$("$HERE/rdkafka.sh")"
 rm -rf "$OUT"; mkdir -p "$OUT"
 # shellcheck source=kelp_proc.sh
 . "$HERE/kelp_proc.sh"
-kelp_start "$OUT" "$PORT" --storage "$ST" --cache-bytes-per-core "${CACHE:-536870912}"
+# shellcheck disable=SC2086 # KELP_ARGS is a list of flags
+kelp_start "$OUT" "$PORT" --storage "$ST" --cache-bytes-per-core "${CACHE:-536870912}" ${KELP_ARGS:-}
 python3 - "$PORT" "$PARTS" <<'PY'
 import sys
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -33,24 +35,35 @@ a.close()
 PY
 A=$([[ $ACKS == all ]] && echo -1 || echo "$ACKS")
 produce() {
-  "$RDK" -P -t steady -b "127.0.0.1:$PORT" -s 1024 -c "$1" -a "$A" -X linger.ms=5 \
+  /usr/bin/time -o "$OUT/client-cpu.txt" -f "%U %S" "$RDK" -P -t steady -b "127.0.0.1:$PORT" -s 1024 -c "$1" -a "$A" -X linger.ms=5 \
     -X batch.size=131072 -X queue.buffering.max.messages=1000000 2>&1 \
     | grep -E '^% [0-9]+ messages produced' | tail -1
 }
 produce "$WARMUP" > "$OUT/warmup.txt"
 # Per-thread CPU ticks (utime+stime), as "tid:ticks" words.
 threads() { for t in /proc/"$KELP_PID"/task/*; do echo "${t##*/}:$(awk '{print $14+$15}' "$t/stat")"; done | tr '\n' ' '; }
-t0=$(threads); c0=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat)
+# Busy ticks of the whole machine: what the kernel does for Kelp in threads of its own
+# (page cache writeback, reclaim) is not in Kelp's figure.
+busy() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
+# Page-cache writes are written back later by kernel threads: the warm-up's before the
+# measured phase, the measured phase's inside it, so both ways of writing pay their device
+# writes in the window.
+flush() { if [[ -d "$OUT/data" ]]; then sync -f "$OUT/data"; fi; }
+flush
+t0=$(threads); c0=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat); b0=$(busy)
 case $MODE in
   perf) perf record -q -F 499 -g -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
   dwarf) perf record -q -F 499 --call-graph dwarf,16384 -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
+  faults) perf record -q -e page-faults -c 64 --call-graph dwarf,8192 -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
   none) ;;
-  *) echo "mode: none|perf|dwarf" >&2; exit 2 ;;
+  *) echo "mode: none|perf|dwarf|faults" >&2; exit 2 ;;
 esac
 sleep 0.3
 produce "$RECORDS" | tee "$OUT/run.txt"
+flush
 [[ -n "$PERF_PID" ]] && { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; PERF_PID=; }
-t1=$(threads); c1=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat)
+t1=$(threads); c1=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat); b1=$(busy)
+client=$(awk '{print $1+$2}' "$OUT/client-cpu.txt")
 grep VmHWM /proc/"$KELP_PID"/status
 INFERNO="${KELP_CACHE:-$HOME/.cache/kelp}/inferno/bin"
 if [[ $MODE == dwarf && -x "$INFERNO/inferno-flamegraph" ]]; then
@@ -60,9 +73,9 @@ if [[ $MODE == dwarf && -x "$INFERNO/inferno-flamegraph" ]]; then
     < "$OUT/folded.txt" > "$OUT/flame.svg"
   echo "flame graph: $OUT/flame.svg"
 fi
-python3 - "$ST" "$ACKS" "$RECORDS" "$SHARDS" "$c0" "$c1" "$t0" "$t1" <<'PY'
+python3 - "$ST" "$ACKS" "$RECORDS" "$SHARDS" "$c0" "$c1" "$t0" "$t1" "$b0" "$b1" "$client" <<'PY'
 import sys
-st, acks, records, shards, c0, c1, t0, t1 = sys.argv[1:]
+st, acks, records, shards, c0, c1, t0, t1, b0, b1, client = sys.argv[1:]
 gb = int(records) * 1024 / 1e9
 (cpu0, f0), (cpu1, f1) = (map(int, c.split()) for c in (c0, c1))
 a = dict(w.split(":") for w in t0.split())
@@ -70,5 +83,7 @@ b = dict(w.split(":") for w in t1.split())
 d = sorted((int(v) - int(a.get(k, 0)) for k, v in b.items()), reverse=True)
 n = int(shards)
 print(f"{st} acks={acks}: {(cpu1 - cpu0) / 100 / gb:.2f} CPU-s/GB, {f1 - f0} minor faults; "
-      f"shards {sum(d[:n]) / 100 / gb:.2f}, pool {sum(d[n:]) / 100 / gb:.2f} CPU-s/GB")
+      f"shards {sum(d[:n]) / 100 / gb:.2f}, pool {sum(d[n:]) / 100 / gb:.2f} CPU-s/GB; "
+      f"rest of the machine (kernel threads, not the client) "
+      f"{((int(b1) - int(b0) - (cpu1 - cpu0)) / 100 - float(client)) / gb:.2f} CPU-s/GB")
 PY
