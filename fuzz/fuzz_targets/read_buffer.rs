@@ -6,38 +6,11 @@
 //! may panic.
 #![no_main]
 
-use futures_lite::AsyncRead;
 use kelp::server::budget::RequestMemory;
-use kelp::server::read_buffer::ReadBuffer;
+use kelp::server::read_buffer::{ChunkedReader, ReadBuffer};
 use libfuzzer_sys::fuzz_target;
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 const MAX: usize = 1 << 20;
-
-/// Hands out `data` in reads of the sizes in `chunks`, in turn.
-struct Chunked {
-    data: Vec<u8>,
-    at: usize,
-    chunks: Vec<usize>,
-    turn: usize,
-}
-
-impl AsyncRead for Chunked {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        buf: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
-        let chunk = self.chunks[self.turn % self.chunks.len()];
-        self.turn += 1;
-        let n = chunk.min(buf.len()).min(self.data.len() - self.at);
-        buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
-        self.at += n;
-        Poll::Ready(Ok(n))
-    }
-}
 
 /// The stream and read sizes an input describes.
 fn build(input: &[u8]) -> (Vec<u8>, Vec<usize>) {
@@ -70,12 +43,7 @@ fn build(input: &[u8]) -> (Vec<u8>, Vec<usize>) {
 fuzz_target!(|input: &[u8]| {
     let (data, chunks) = build(input);
     let memory = RequestMemory::new(MAX + (64 << 10));
-    let mut sock = Chunked {
-        data: data.clone(),
-        at: 0,
-        chunks,
-        turn: 0,
-    };
+    let mut sock = ChunkedReader::new(data.clone(), chunks);
     let mut rb = ReadBuffer::new(memory.clone());
     let mut pos = 0;
     futures::executor::block_on(async {

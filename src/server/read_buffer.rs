@@ -3,7 +3,9 @@
 //! request budget ([`RequestMemory`]). Calls `protocol::frame` for the length prefix and
 //! `budget` for leases; `connection` is its user.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::{Buf, BytesMut};
 use futures_lite::{AsyncRead, AsyncReadExt};
@@ -182,35 +184,53 @@ impl Drop for KeepRead<'_> {
     }
 }
 
+/// A reader that hands out fixed bytes in reads of the given sizes, in turn: the socket
+/// stand-in of this module's test and of the `read_buffer` fuzz target.
+pub struct ChunkedReader {
+    data: Vec<u8>,
+    at: usize,
+    chunks: Vec<usize>,
+    turn: usize,
+}
+
+impl ChunkedReader {
+    /// Reads of `data` of the sizes in `chunks` (cycled; an empty list reads whole).
+    pub fn new(data: Vec<u8>, chunks: Vec<usize>) -> ChunkedReader {
+        ChunkedReader {
+            data,
+            at: 0,
+            chunks,
+            turn: 0,
+        }
+    }
+
+    /// Bytes handed out so far.
+    pub fn taken(&self) -> usize {
+        self.at
+    }
+}
+
+impl AsyncRead for ChunkedReader {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let chunk = match self.chunks.len() {
+            0 => usize::MAX,
+            n => self.chunks[self.turn % n].max(1),
+        };
+        self.turn += 1;
+        let n = chunk.min(buf.len()).min(self.data.len() - self.at);
+        buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+        self.at += n;
+        Poll::Ready(Ok(n))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io;
-    use std::pin::Pin;
-    use std::task::{Context, Poll};
-
-    /// A socket that hands out `data` in reads of the sizes in `chunks`, in turn.
-    struct Chunked {
-        data: Vec<u8>,
-        at: usize,
-        chunks: Vec<usize>,
-        turn: usize,
-    }
-
-    impl AsyncRead for Chunked {
-        fn poll_read(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-            buf: &mut [u8],
-        ) -> Poll<io::Result<usize>> {
-            let chunk = self.chunks[self.turn % self.chunks.len()];
-            self.turn += 1;
-            let n = chunk.min(buf.len()).min(self.data.len() - self.at);
-            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
-            self.at += n;
-            Poll::Ready(Ok(n))
-        }
-    }
 
     /// Frames of every size class (tiny, around a read chunk, many chunks), with bytes that
     /// are never zero, so zeroed or stale room passed off as read bytes would show.
@@ -245,12 +265,7 @@ mod tests {
             data.extend_from_slice(f);
         }
         let total = data.len();
-        let mut sock = Chunked {
-            data,
-            at: 0,
-            chunks,
-            turn: 0,
-        };
+        let mut sock = ChunkedReader::new(data, chunks);
         let got = futures::executor::block_on(async {
             let memory = RequestMemory::new(4 << 20);
             let mut rb = ReadBuffer::new(memory.clone());
@@ -264,7 +279,7 @@ mod tests {
                     Err(need) => {
                         rb.reserve(need, idle_between && rb.buffered() == 0).await;
                         let n = rb.read(&mut sock, need).await.expect("read");
-                        assert!(n > 0 || sock.at == total, "stuck before the end");
+                        assert!(n > 0 || sock.taken() == total, "stuck before the end");
                     }
                 }
             }
