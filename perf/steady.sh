@@ -9,8 +9,9 @@
 #
 # Environment: KELP_BIN (target/release/kelp), KELP_CORES (0-1), SHARDS (2), PORT (39650),
 # WARMUP (1,300,000 records), RECORDS (1,000,000), PARTITIONS (4), CACHE (bytes per core,
-# 512 MiB), KELP_ARGS (more broker flags, e.g. "--fsync never"). `perf`/`dwarf` record the measured phase with Linux perf into OUT_DIR/perf.data
-# (`faults`: every 64th page fault, with its call stack).
+# 512 MiB), KELP_ARGS (more broker flags, e.g. "--fsync never"). `perf`/`dwarf` record the
+# measured phase with Linux perf into OUT_DIR/perf.data (`faults`: every 64th page fault, with
+# its call stack).
 # Needs kafka-python (scripts/install-deps.sh) to create the topic.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
