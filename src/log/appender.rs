@@ -14,15 +14,20 @@
 //! the group offsets log; calls std, libc and glommio's `spawn_blocking`, and in test builds
 //! routes every file call through `faults`.
 
+use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use glommio::io::BufferedFile;
+
+/// O_DIRECT's block, as file offsets count it.
+const BLOCK: u64 = super::direct::BLOCK as u64;
 
 /// A file opened for appending at a known logical length.
 pub struct Appender {
@@ -44,6 +49,100 @@ struct Direct {
     file: Arc<File>,
     /// The file's bytes from the start of the block holding the logical end up to it.
     tail: Vec<u8>,
+    /// Where the zeros written ahead of the logical end stop ([`super::prealloc`]); at or
+    /// below the logical end when there are none.
+    reserved: u64,
+    /// Zeros being written ahead by the pool.
+    extending: Option<Extension>,
+    /// An extension failed (a full disk, say): this file gets no more.
+    no_room: bool,
+    /// The logical length, published: the file's length counts the zeros.
+    logical: super::prealloc::Logical,
+    /// The segment rolls at this length: no zeros past it.
+    limit: u64,
+}
+
+/// Zeros being written over `from..to` by a pool thread, off the rounds' path.
+struct Extension {
+    from: u64,
+    to: u64,
+    done: Rc<Cell<Option<io::Result<()>>>>,
+    task: glommio::task::JoinHandle<()>,
+}
+
+impl Direct {
+    fn new(file: File, tail: Vec<u8>, path: &Path, len: u64) -> Direct {
+        Direct {
+            file: Arc::new(file),
+            tail,
+            reserved: len,
+            extending: None,
+            no_room: false,
+            logical: super::prealloc::Logical::new(path, len),
+            limit: u64::MAX / 2,
+        }
+    }
+
+    /// Takes the outcome of the extension in flight if it ended; waits for it first if
+    /// `wait`, or if it is writing within `from..to` (a write there must not race it).
+    async fn settle(&mut self, path: &Path, from: u64, to: u64, wait: bool) {
+        let Some(ext) = &mut self.extending else {
+            return;
+        };
+        let overlaps = from < ext.to && ext.from < to;
+        let outcome = match ext.done.take() {
+            Some(r) => r,
+            None if wait || overlaps => {
+                (&mut ext.task).await;
+                ext.done
+                    .take()
+                    .unwrap_or_else(|| Err(io::Error::other("the extension's task was dropped")))
+            }
+            None => return,
+        };
+        let (ext_from, ext_to) = (ext.from, ext.to);
+        self.extending = None;
+        match outcome {
+            // Counted only if it continues the room known to be zeros: a cut since then
+            // (a failed write, a trim) left a hole before it.
+            Ok(()) if ext_from <= self.reserved.next_multiple_of(BLOCK) => {
+                self.reserved = self.reserved.max(ext_to)
+            }
+            Ok(()) => {}
+            Err(e) => {
+                self.no_room = true;
+                tracing::warn!(path = %path.display(), error = %e,
+                    "could not write zeros ahead of the active segment's end; its rounds grow the file instead");
+            }
+        }
+    }
+
+    /// Starts writing more zeros ahead of `len` if the room left is short.
+    fn extend(&mut self, path: &Path, len: u64) {
+        if self.no_room || self.extending.is_some() {
+            return;
+        }
+        let Some((from, to)) = super::prealloc::next_extension(len, self.reserved, self.limit)
+        else {
+            return;
+        };
+        let done = Rc::new(Cell::new(None));
+        let (file, out) = (self.file.clone(), done.clone());
+        let p = path.to_path_buf();
+        let task = glommio::spawn_local(async move {
+            let r = blocking(move || super::prealloc::fill(&file, from, to))
+                .await
+                .map_err(with_path("writing zeros ahead in", &p));
+            out.set(Some(r));
+        })
+        .detach();
+        self.extending = Some(Extension {
+            from,
+            to,
+            done,
+            task,
+        });
+    }
 }
 
 struct Handle {
@@ -104,14 +203,12 @@ impl Appender {
                 return Ok(None);
             };
             let tail = super::direct::read_tail(&h.file, len)?;
-            Ok::<_, io::Error>(Some(Direct {
-                file: Arc::new(file),
-                tail,
-            }))
+            Ok::<_, io::Error>(Some((file, tail)))
         })
         .await
         .map_err(with_path("opening for O_DIRECT", &self.file.0.path))?;
-        self.direct = direct;
+        let path = &self.file.0.path;
+        self.direct = direct.map(|(file, tail)| Direct::new(file, tail, path, len));
         Ok(())
     }
 
@@ -138,6 +235,14 @@ impl Appender {
             len,
             direct: None,
             dirty_tail: false,
+        }
+    }
+
+    /// The file is full at `limit` bytes (the segment rolls there): zeros written ahead of
+    /// the end never go past it.
+    pub fn set_room_limit(&mut self, limit: u64) {
+        if let Some(d) = &mut self.direct {
+            d.limit = limit;
         }
     }
 
@@ -187,10 +292,19 @@ impl Appender {
             return Ok(None);
         }
         let (h, at, cut_first) = (self.file.0.clone(), self.len, self.dirty_tail);
+        if let Some(d) = &mut self.direct {
+            // The round writes from the start of `at`'s block.
+            let from = at - at % BLOCK;
+            d.settle(&self.file.0.path, from, at + added, false).await;
+            if cut_first {
+                d.reserved = d.reserved.min(at);
+            }
+        }
         let direct = match (&self.direct, to_sync) {
             (Some(d), true) => Some((d.file.clone(), d.tail.clone())),
             _ => None,
         };
+        let direct_round = direct.is_some();
         let owned = parts.to_vec();
         let (res, clean, refused, synced) = blocking(move || {
             let parts = owned;
@@ -244,8 +358,22 @@ impl Appender {
             }
         }
         let path = &self.file.0.path;
+        if res.is_err() || !clean {
+            if let Some(d) = &mut self.direct {
+                // The failed write was cut off with whatever room there was past it.
+                d.reserved = d.reserved.min(at);
+            }
+        }
         res.map_err(with_path("writing", path))?;
         self.len += added;
+        if let Some(d) = &mut self.direct {
+            d.logical.set(self.len);
+            if direct_round && !refused {
+                // The round's last block went out whole: the file reaches its end.
+                d.reserved = d.reserved.max(self.len.next_multiple_of(BLOCK));
+                d.extend(path, self.len);
+            }
+        }
         Ok(synced)
     }
 
@@ -258,6 +386,10 @@ impl Appender {
     /// the logical length, for files that are complete: sealed segments, index files.
     pub async fn trim(&mut self) -> io::Result<()> {
         let (h, len) = (self.file.0.clone(), self.len);
+        if let Some(d) = &mut self.direct {
+            // Zeros still being written would land past the cut.
+            d.settle(&h.path, 0, u64::MAX, true).await;
+        }
         blocking(move || match h.file.metadata()?.len() == len {
             true => Ok(()),
             false => io_set_len(&h.file, &h.path, len),
@@ -265,6 +397,9 @@ impl Appender {
         .await
         .map_err(with_path("truncating", &self.file.0.path))?;
         self.dirty_tail = false;
+        if let Some(d) = &mut self.direct {
+            d.reserved = len;
+        }
         Ok(())
     }
 }
@@ -433,6 +568,70 @@ pub async fn read_at(file: &BufferedFile, pos: u64, len: usize) -> io::Result<By
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durable_rounds_write_zeros_ahead_of_the_end_which_trim_cuts() {
+        glommio::LocalExecutor::default().run(async {
+            let dir = std::env::temp_dir().join(format!("kelp-room-{}", uuid::Uuid::new_v4()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("f");
+            let mut a = Appender::create_direct(&path).await.unwrap();
+            if a.direct.is_none() {
+                // A file system without O_DIRECT: nothing here to test.
+                return;
+            }
+            let mut want = Vec::new();
+            for i in 0..60usize {
+                let part = Bytes::from(vec![(i as u8) | 1; 9_000 + i * 777]);
+                if i % 7 == 3 {
+                    // Rounds through the page cache land in the room too.
+                    a.append(std::slice::from_ref(&part)).await.unwrap();
+                } else {
+                    let (synced, _) = a
+                        .append_and_sync(std::slice::from_ref(&part))
+                        .await
+                        .unwrap();
+                    synced.unwrap();
+                }
+                want.extend_from_slice(&part);
+                let d = a.direct.as_mut().unwrap();
+                d.settle(&path, 0, u64::MAX, true).await;
+                // Room ahead after every durable round: at least half a step.
+                let size = std::fs::metadata(&path).unwrap().len();
+                assert_eq!(
+                    size,
+                    d.reserved.max(want.len().next_multiple_of(4096) as u64)
+                );
+                if i % 7 != 3 {
+                    let step = (want.len() as u64).clamp(
+                        super::super::prealloc::MIN_STEP,
+                        super::super::prealloc::MAX_STEP,
+                    );
+                    assert!(
+                        size >= want.len() as u64 + step / 2 - BLOCK,
+                        "round {i}: {size}"
+                    );
+                }
+            }
+            let got = std::fs::read(&path).unwrap();
+            assert_eq!(&got[..want.len()], &want[..]);
+            assert!(got[want.len()..].iter().all(|&b| b == 0));
+            // More rounds while zeros are still being written: they wait only if they would
+            // write where the zeros go.
+            for i in 0..20usize {
+                let part = Bytes::from(vec![(i as u8) | 0x80; 100_000]);
+                let (synced, _) = a
+                    .append_and_sync(std::slice::from_ref(&part))
+                    .await
+                    .unwrap();
+                synced.unwrap();
+                want.extend_from_slice(&part);
+            }
+            a.trim().await.unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), want);
+            std::fs::remove_dir_all(&dir).unwrap();
+        });
+    }
 
     #[test]
     fn pwritev_all_writes_many_parts_in_order() {

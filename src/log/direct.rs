@@ -30,42 +30,57 @@ pub const BLOCK: usize = 4096;
 /// Bytes staged per `pwrite`; one per blocking-pool thread, allocated on its first append.
 const STAGE: usize = 1 << 20;
 
-/// An aligned, zeroed allocation of [`STAGE`] bytes.
-struct Stage {
+/// A zeroed allocation aligned to [`BLOCK`], as O_DIRECT buffers must be: the staging buffer
+/// here, the shared zeros of [`super::prealloc`].
+pub(super) struct Aligned {
     ptr: std::ptr::NonNull<u8>,
+    len: usize,
 }
 
-impl Stage {
-    fn layout() -> Layout {
-        // Both are non-zero powers of two: from_size_align cannot fail.
-        Layout::from_size_align(STAGE, BLOCK).unwrap_or_else(|_| unreachable!())
+// SAFETY: `Aligned` owns its allocation like a `Box<[u8]>`: shared references only read it,
+// writes need `&mut`.
+unsafe impl Send for Aligned {}
+// SAFETY: as above.
+unsafe impl Sync for Aligned {}
+
+impl Aligned {
+    fn layout(len: usize) -> Layout {
+        // Callers pass non-zero multiples of BLOCK, a power of two.
+        Layout::from_size_align(len, BLOCK).unwrap_or_else(|_| unreachable!())
     }
 
-    fn new() -> Stage {
+    /// `len` zeroed bytes (a non-zero multiple of [`BLOCK`]).
+    pub(super) fn new(len: usize) -> Aligned {
+        debug_assert!(len > 0 && len.is_multiple_of(BLOCK));
         // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { alloc::alloc_zeroed(Self::layout()) };
+        let raw = unsafe { alloc::alloc_zeroed(Self::layout(len)) };
         match std::ptr::NonNull::new(raw) {
-            Some(ptr) => Stage { ptr },
-            None => alloc::handle_alloc_error(Self::layout()),
+            Some(ptr) => Aligned { ptr, len },
+            None => alloc::handle_alloc_error(Self::layout(len)),
         }
     }
 
-    fn bytes(&mut self) -> &mut [u8] {
-        // SAFETY: `ptr` is a live allocation of STAGE initialised bytes, borrowed mutably
-        // through `self`.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), STAGE) }
+    pub(super) fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` is a live allocation of `len` initialised bytes, borrowed through
+        // `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
-impl Drop for Stage {
+impl Drop for Aligned {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this layout and freed only here.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout()) }
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
     }
 }
 
 thread_local! {
-    static STAGED: RefCell<Option<Stage>> = const { RefCell::new(None) };
+    static STAGED: RefCell<Option<Aligned>> = const { RefCell::new(None) };
 }
 
 /// Opens `path` a second time for O_DIRECT writes; `None` when the file system refuses
@@ -104,7 +119,9 @@ pub fn write(file: &File, at: u64, tail: &[u8], parts: &[Bytes]) -> io::Result<(
     debug_assert_eq!(tail.len() as u64, at % BLOCK as u64);
     STAGED.with(|staged| {
         let mut staged = staged.borrow_mut();
-        let stage = staged.get_or_insert_with(Stage::new).bytes();
+        let stage = staged
+            .get_or_insert_with(|| Aligned::new(STAGE))
+            .bytes_mut();
         let mut pos = at - tail.len() as u64;
         stage[..tail.len()].copy_from_slice(tail);
         let mut fill = tail.len();

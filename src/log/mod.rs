@@ -21,6 +21,7 @@ pub mod index;
 pub mod meta;
 pub mod offsets_store;
 pub mod partition_log;
+pub mod prealloc;
 pub mod recovery;
 pub mod retention;
 pub mod scan;

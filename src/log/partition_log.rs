@@ -490,6 +490,7 @@ impl PartitionLog {
                     .and_then(Segment::take_appender)
                     .ok_or_else(|| LogError::Write("no active segment".into()))?
             };
+            appender.set_room_limit(roll.segment_bytes);
             let mut parts = Vec::new();
             let mut written = Vec::new();
             let mut pos = appender.len();

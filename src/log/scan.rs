@@ -375,6 +375,14 @@ pub(crate) mod tests {
         let s = scan_segment_bytes(&padded, 0, 64, &mut |_, _| {});
         assert_eq!((s.valid_len, s.next_offset), (seg.len() as u64, 6));
         assert!(s.padding_only && s.damage.is_none());
+        // Zeros written ahead of the end (`log::prealloc`), many chunks of them, the data
+        // ending inside a chunk or exactly at its end: the same.
+        padded.extend_from_slice(&vec![0u8; 5000]);
+        for chunk in [64, seg.len()] {
+            let s = scan_segment_bytes(&padded, 0, chunk, &mut |_, _| {});
+            assert_eq!((s.valid_len, s.next_offset), (seg.len() as u64, 6));
+            assert!(s.padding_only && s.damage.is_none());
+        }
         // Counts that disagree with offsets, and offsets that would overflow.
         let mut b = segment_bytes();
         b[57..61].copy_from_slice(&9i32.to_be_bytes());

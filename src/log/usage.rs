@@ -45,8 +45,11 @@ fn segment_bytes(dir: &Path) -> u64 {
     entries
         .filter_map(Result::ok)
         .filter(|e| e.file_name().to_str().and_then(parse_log_name).is_some())
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
+        .filter_map(|e| {
+            let len = e.metadata().ok()?.len();
+            // An active segment's file also holds the zeros written ahead of its end.
+            Some(super::prealloc::logical_len(&e.path()).map_or(len, |l| l.min(len)))
+        })
         .sum()
 }
 
