@@ -5,13 +5,13 @@
 # the split between the shard executor threads and their I/O pool threads (the "shards" are
 # the two busiest threads; with more cores set SHARDS).
 #
-#   perf/steady.sh STORAGE ACKS [OUT_DIR] [none|perf|dwarf|faults]
+#   perf/steady.sh STORAGE ACKS [OUT_DIR] [none|perf|dwarf|faults|count]
 #
 # Environment: KELP_BIN (target/release/kelp), KELP_CORES (0-1), SHARDS (2), PORT (39650),
 # WARMUP (1,300,000 records), RECORDS (1,000,000), PARTITIONS (4), CACHE (bytes per core,
 # 512 MiB), KELP_ARGS (more broker flags, e.g. "--fsync never"). `perf`/`dwarf` record the
 # measured phase with Linux perf into OUT_DIR/perf.data (`faults`: every 64th page fault, with
-# its call stack).
+# its call stack; `count`: syscalls and context switches per GB, from `perf stat`).
 # Needs kafka-python (scripts/install-deps.sh) to create the topic.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,6 +22,7 @@ KELP_BIN="${KELP_BIN:-$ROOT/target/release/kelp}" PORT="${PORT:-39650}"
 WARMUP="${WARMUP:-1300000}" RECORDS="${RECORDS:-1000000}" PARTS="${PARTITIONS:-4}"
 SHARDS="${SHARDS:-2}"
 RDK="$("$HERE/rdkafka.sh")"
+COUNTED=context-switches,syscalls:sys_enter_fdatasync,syscalls:sys_enter_pwrite64,syscalls:sys_enter_pwritev,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_futex,syscalls:sys_enter_membarrier,syscalls:sys_enter_recvfrom,syscalls:sys_enter_sendmsg
 rm -rf "$OUT"; mkdir -p "$OUT"
 # shellcheck source=kelp_proc.sh
 . "$HERE/kelp_proc.sh"
@@ -50,20 +51,36 @@ busy() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 # measured phase, the measured phase's inside it, so both ways of writing pay their device
 # writes in the window.
 flush() { if [[ -d "$OUT/data" ]]; then sync -f "$OUT/data"; fi; }
+# Machine-wide events, the VM's costly ones (each a VM exit or an interrupt): block device
+# write and flush requests (all disks), inter-processor interrupts, and every device
+# interrupt. CPU time on this VM varies by +-30 % with the host's load; these counts do not.
+events() {
+  local d w=0 f=0 st
+  for d in /sys/block/*; do
+    [[ ${d##*/} == loop* || ${d##*/} == ram* ]] && continue
+    read -ra st < "$d/stat"
+    w=$((w + st[4])) f=$((f + ${st[15]:-0}))
+  done
+  printf "%d %d " "$w" "$f"
+  awk '/^ *(RES|CAL|TLB):/ {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) ipi += $i}
+       /^ *[0-9]+:/ {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) irq += $i}
+       END {printf "%d %d\n", ipi, irq}' /proc/interrupts
+}
 flush
-t0=$(threads); c0=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat); b0=$(busy)
+e0=$(events); t0=$(threads); c0=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat); b0=$(busy)
 case $MODE in
   perf) perf record -q -F 499 -g -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
   dwarf) perf record -q -F 499 --call-graph dwarf,16384 -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
   faults) perf record -q -e page-faults -c 64 --call-graph dwarf,8192 -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
+  count) perf stat -x, -o "$OUT/counts.csv" -e "$COUNTED" -p "$KELP_PID" 2>/dev/null & PERF_PID=$! ;;
   none) ;;
-  *) echo "mode: none|perf|dwarf|faults" >&2; exit 2 ;;
+  *) echo "mode: none|perf|dwarf|faults|count" >&2; exit 2 ;;
 esac
 sleep 0.3
 produce "$RECORDS" | tee "$OUT/run.txt"
 flush
 [[ -n "$PERF_PID" ]] && { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; PERF_PID=; }
-t1=$(threads); c1=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat); b1=$(busy)
+e1=$(events); t1=$(threads); c1=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat); b1=$(busy)
 client=$(awk '{print $1+$2}' "$OUT/client-cpu.txt")
 grep VmHWM /proc/"$KELP_PID"/status
 INFERNO="${KELP_CACHE:-$HOME/.cache/kelp}/inferno/bin"
@@ -74,9 +91,14 @@ if [[ $MODE == dwarf && -x "$INFERNO/inferno-flamegraph" ]]; then
     < "$OUT/folded.txt" > "$OUT/flame.svg"
   echo "flame graph: $OUT/flame.svg"
 fi
-python3 - "$ST" "$ACKS" "$RECORDS" "$SHARDS" "$c0" "$c1" "$t0" "$t1" "$b0" "$b1" "$client" <<'PY'
+if [[ $MODE == count ]]; then
+  awk -F, -v gb="$(awk -v r="$RECORDS" 'BEGIN{print r*1024/1e9}')" \
+    '$1 ~ /^[0-9]+$/ {sub(/^syscalls:sys_enter_/, "", $3); printf "%s %.0f/GB  ", $3, $1/gb} END{print ""}' \
+    "$OUT/counts.csv"
+fi
+python3 - "$ST" "$ACKS" "$RECORDS" "$SHARDS" "$c0" "$c1" "$t0" "$t1" "$b0" "$b1" "$client" "$e0" "$e1" <<'PY'
 import sys
-st, acks, records, shards, c0, c1, t0, t1, b0, b1, client = sys.argv[1:]
+st, acks, records, shards, c0, c1, t0, t1, b0, b1, client, e0, e1 = sys.argv[1:]
 gb = int(records) * 1024 / 1e9
 (cpu0, f0), (cpu1, f1) = (map(int, c.split()) for c in (c0, c1))
 a = dict(w.split(":") for w in t0.split())
@@ -87,4 +109,7 @@ print(f"{st} acks={acks}: {(cpu1 - cpu0) / 100 / gb:.2f} CPU-s/GB, {f1 - f0} min
       f"shards {sum(d[:n]) / 100 / gb:.2f}, pool {sum(d[n:]) / 100 / gb:.2f} CPU-s/GB; "
       f"rest of the machine (kernel threads, not the client) "
       f"{((int(b1) - int(b0) - (cpu1 - cpu0)) / 100 - float(client)) / gb:.2f} CPU-s/GB")
+ev = [(int(y) - int(x)) / gb for x, y in zip(e0.split(), e1.split())]
+print("machine events per GB: {:.0f} disk writes, {:.0f} disk flushes, {:.0f} IPIs, "
+      "{:.0f} device interrupts".format(*ev))
 PY
