@@ -38,8 +38,12 @@ PY
 A=$([[ $ACKS == all ]] && echo -1 || echo "$ACKS")
 produce() {
   /usr/bin/time -o "$OUT/client-cpu.txt" -f "%U %S" "$RDK" -P -t steady -b "127.0.0.1:$PORT" -s 1024 -c "$1" -a "$A" -X linger.ms=5 \
-    -X batch.size=131072 -X queue.buffering.max.messages=1000000 2>&1 \
-    | grep -E '^% [0-9]+ messages produced' | tail -1
+    -X batch.size=131072 -X queue.buffering.max.messages=1000000 > "$OUT/client.out" 2>&1 || true
+  grep -E '^% [0-9]+ messages produced' "$OUT/client.out" | tail -1 | grep . || {
+    echo "rdkafka_performance printed no summary: $OUT/client.out, $OUT/kelp.out" >&2
+    tail -5 "$OUT/client.out" "$OUT/kelp.out" >&2
+    return 1
+  }
 }
 produce "$WARMUP" > "$OUT/warmup.txt"
 # Per-thread CPU ticks (utime+stime), as "tid:ticks" words.
