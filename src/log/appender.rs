@@ -510,31 +510,15 @@ fn pwritev_all(file: &File, mut at: u64, parts: &[Bytes]) -> io::Result<()> {
                 }
             })
             .collect();
-        let off = libc::off_t::try_from(at)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
         // SAFETY: every iovec points into a live `Bytes` of `parts` for the whole call.
-        let n = unsafe {
-            libc::pwritev(
-                file.as_raw_fd(),
-                iov.as_ptr(),
-                iov.len() as libc::c_int,
-                off,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
+        let n = unsafe { pwritev_at(file, &iov, at)? };
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
                 "pwritev wrote 0 bytes",
             ));
         }
-        let mut n = n as usize;
+        let mut n = n;
         at += n as u64;
         while n > 0 && idx < parts.len() {
             let left = parts[idx].len() - skip;
@@ -556,6 +540,35 @@ fn pwritev_all(file: &File, mut at: u64, parts: &[Bytes]) -> io::Result<()> {
     Ok(())
 }
 
+/// One `pwritev` of `iov` at `at` of `file`, again if a signal interrupted it; the bytes
+/// written.
+///
+/// # Safety
+///
+/// Every iovec must point to at least its length of readable memory for the whole call.
+pub(super) unsafe fn pwritev_at(file: &File, iov: &[libc::iovec], at: u64) -> io::Result<usize> {
+    let off = libc::off_t::try_from(at)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
+    loop {
+        // SAFETY: the caller's promise; `iov` is at most IOV_MAX long.
+        let n = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                iov.as_ptr(),
+                iov.len() as libc::c_int,
+                off,
+            )
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// Reads `len` bytes at `pos` (fewer at end of file).
 pub async fn read_at(file: &BufferedFile, pos: u64, len: usize) -> io::Result<Bytes> {
     let r = file.read_at(pos, len).await.map_err(|e| {
@@ -568,6 +581,11 @@ pub async fn read_at(file: &BufferedFile, pos: u64, len: usize) -> io::Result<By
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn durable(a: &mut Appender, part: &Bytes) {
+        let (synced, _) = a.append_and_sync(std::slice::from_ref(part)).await.unwrap();
+        synced.unwrap();
+    }
 
     #[test]
     fn durable_rounds_write_zeros_ahead_of_the_end_which_trim_cuts() {
@@ -587,11 +605,7 @@ mod tests {
                     // Rounds through the page cache land in the room too.
                     a.append(std::slice::from_ref(&part)).await.unwrap();
                 } else {
-                    let (synced, _) = a
-                        .append_and_sync(std::slice::from_ref(&part))
-                        .await
-                        .unwrap();
-                    synced.unwrap();
+                    durable(&mut a, &part).await;
                 }
                 want.extend_from_slice(&part);
                 let d = a.direct.as_mut().unwrap();
@@ -620,11 +634,7 @@ mod tests {
             // write where the zeros go.
             for i in 0..20usize {
                 let part = Bytes::from(vec![(i as u8) | 0x80; 100_000]);
-                let (synced, _) = a
-                    .append_and_sync(std::slice::from_ref(&part))
-                    .await
-                    .unwrap();
-                synced.unwrap();
+                durable(&mut a, &part).await;
                 want.extend_from_slice(&part);
             }
             a.trim().await.unwrap();

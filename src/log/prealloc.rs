@@ -21,7 +21,6 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -130,26 +129,10 @@ pub fn fill(file: &File, from: u64, to: u64) -> io::Result<()> {
                 iov_len: if n == 0 { left as usize } else { ZEROS },
             })
             .collect();
-        let off = libc::off_t::try_from(at)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
         // SAFETY: every iovec points into the live, never written shared zero buffer and
         // is no longer than it.
-        let w = unsafe {
-            libc::pwritev(
-                file.as_raw_fd(),
-                iov.as_ptr(),
-                iov.len() as libc::c_int,
-                off,
-            )
-        };
-        if w < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if w == 0 || !(w as usize).is_multiple_of(BLOCK) {
+        let w = unsafe { super::appender::pwritev_at(file, &iov, at)? };
+        if w == 0 || !w.is_multiple_of(BLOCK) {
             return Err(io::Error::other(format!(
                 "O_DIRECT write of zeros stopped after {w} bytes"
             )));
