@@ -16,6 +16,12 @@ use event_listener::Event;
 /// Read buffer of a connection with nothing in progress: idle connections hold only this.
 pub const IDLE_CHUNK: usize = 1024;
 
+/// What a request in progress holds besides its frame, leased with it: its task (the
+/// handler's future, measured at 5,976 bytes), channels and the response being built. With
+/// it the budget bounds requests in progress by their number as well as their bytes,
+/// however many a connection pipelines (the default 512 MiB admits 65,536 tiny ones).
+pub const REQUEST_OVERHEAD: usize = 8 * 1024;
+
 /// The shared budget. Cheap to clone through `Arc`.
 #[derive(Debug)]
 pub struct RequestMemory {

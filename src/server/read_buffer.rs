@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use bytes::{Buf, BytesMut};
 use futures_lite::{AsyncRead, AsyncReadExt};
 
-use super::budget::{Lease, RequestMemory, IDLE_CHUNK};
+use super::budget::{Lease, RequestMemory, IDLE_CHUNK, REQUEST_OVERHEAD};
 use crate::config::READ_CHUNK;
 use crate::error::ConnectionError;
 use crate::protocol::frame;
@@ -19,7 +19,8 @@ use crate::protocol::frame;
 ///
 /// The buffer holds the bytes not yet taken as frames, at most a read chunk of them for small
 /// frames: that chunk is the connection's own overhead (1 KiB while idle), not leased. Small
-/// frames are copied out of it into an allocation of their own, leased as they are taken. A
+/// frames are copied out of it into an allocation of their own, leased as they are taken.
+/// Every lease adds [`REQUEST_OVERHEAD`] to the frame's length. A
 /// frame bigger than a read chunk first takes its whole length from the budget — waiting, with
 /// nothing leased, while the budget is spent — and is then read into a buffer that grows (at
 /// most doubling what has arrived) to exactly the frame's size and is handed over whole, so
@@ -58,14 +59,14 @@ impl ReadBuffer {
         }
     }
 
-    /// The lease of the frame at the front, `len` bytes: the one taken before reading it,
-    /// or a new one (waiting for the budget).
+    /// The lease of the frame at the front, `len` bytes and the [`REQUEST_OVERHEAD`]: the
+    /// one taken before reading it, or a new one (waiting for the budget).
     async fn frame_lease(&mut self, len: usize) -> Lease {
         match self.frame_lease.take() {
             Some(lease) => lease,
             None => {
                 let mut lease = Lease::empty(&self.memory);
-                lease.resize(len).await;
+                lease.resize(len + REQUEST_OVERHEAD).await;
                 lease
             }
         }
@@ -114,7 +115,7 @@ impl ReadBuffer {
         let target = if need > READ_CHUNK {
             if self.frame_lease.is_none() {
                 let mut lease = Lease::empty(&self.memory);
-                lease.resize(need - 4).await;
+                lease.resize(need - 4 + REQUEST_OVERHEAD).await;
                 self.frame_lease = Some(lease);
             }
             need.min((2 * have).max(READ_CHUNK))
@@ -291,6 +292,46 @@ mod tests {
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!(g == w, "frame {i} ({} bytes) differs", w.len());
         }
+    }
+
+    #[test]
+    fn tiny_frames_in_progress_pay_their_overhead_and_stop_at_the_budget() {
+        // 100 pipelined 10-byte requests, all kept in progress (their leases held): the
+        // budget admits as many as fit with the overhead each, then the next one waits.
+        let room = 5;
+        let mut data = Vec::new();
+        for _ in 0..100 {
+            data.extend_from_slice(&10u32.to_be_bytes());
+            data.extend_from_slice(&[7u8; 10]);
+        }
+        let mut sock = ChunkedReader::new(data, vec![1 << 20]);
+        futures::executor::block_on(async {
+            let memory = RequestMemory::new(room * (10 + REQUEST_OVERHEAD));
+            let mut rb = ReadBuffer::new(memory.clone());
+            rb.reserve(4, false).await;
+            let n = rb.read(&mut sock, 4).await.expect("read");
+            assert_eq!(n, 1400, "one read takes every frame");
+            let mut held = Vec::new();
+            loop {
+                let polled = {
+                    let next = rb.next_frame(1 << 20);
+                    futures::pin_mut!(next);
+                    futures::poll!(next)
+                };
+                match polled {
+                    // Waiting for the budget (dropping the wait takes nothing).
+                    std::task::Poll::Pending => break,
+                    std::task::Poll::Ready(r) => match r.expect("well-formed frames") {
+                        Ok(taken) => held.push(taken),
+                        Err(_) => panic!("every frame is buffered"),
+                    },
+                }
+            }
+            assert_eq!(held.len(), room, "requests in progress past the budget");
+            assert_eq!(memory.used(), room * (10 + REQUEST_OVERHEAD));
+            held.clear();
+            assert_eq!(memory.used(), 0);
+        });
     }
 
     #[test]

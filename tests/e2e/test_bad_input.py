@@ -678,12 +678,12 @@ def test_pipelined_requests_answered_in_order(bootstrap):
 
 
 def test_pipelined_produces_keep_order_and_share_the_wait(bootstrap, topic):
-    # Six Produce requests (acks=-1, one acks=0 among them) and a ListOffsets in a single
-    # write. Kelp starts a produce's successor once its appends are queued, so they wait for
-    # the disk together; answers still come in request order, with offsets in that order,
-    # and the acks=0 request gets none.
+    # 300 Produce requests (acks=-1, one acks=0 among them) and a ListOffsets in a single
+    # write, more than a connection runs at once (256). Kelp starts a produce's successor
+    # once its appends are queued, so they wait for the disk together; answers still come
+    # in request order, with offsets in that order, and the acks=0 request gets none.
     before = latest_offset(bootstrap, topic)
-    acks = [-1, -1, 0, -1, -1, -1]
+    acks = [-1, -1, 0] + [-1] * 297
     reqs = []
     for i, a in enumerate(acks):
         batch = kwire.record_batch([f"pipelined-{i}-{j}".encode() for j in range(3)])
