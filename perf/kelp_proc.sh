@@ -1,7 +1,9 @@
 # Sourced by perf scripts that run a Kelp of their own (flamegraph.sh, steady.sh).
 # kelp_start OUT PORT ARGS... starts $KELP_BIN in the background on 127.0.0.1:PORT with its
 # data under OUT/data and output in OUT/kelp.out, sets KELP_PID, and waits for the port; on
-# exit, kelp_stop stops a perf recorder left running (PERF_PID) and the broker, by PID.
+# exit, kelp_stop stops a perf recorder left running (PERF_PID) and the broker, by PID, and
+# removes OUT/data (GBs after a steady-state run: a loop of runs filled the disk) unless
+# KEEP_DATA=1.
 
 kelp_start() {
   local out=$1 port=$2
@@ -9,6 +11,7 @@ kelp_start() {
   "$KELP_BIN" --listen "127.0.0.1:$port" --advertised-host 127.0.0.1 --data-dir "$out/data" \
     --cores "${KELP_CORES:-0-1}" --log-level warn "$@" > "$out/kelp.out" 2>&1 < /dev/null &
   KELP_PID=$!
+  KELP_DATA="$out/data"
   PERF_PID=
   trap kelp_stop EXIT
   for _ in $(seq 1 100); do
@@ -23,5 +26,6 @@ kelp_stop() {
   [[ -n "${PERF_PID:-}" ]] && kill -INT "$PERF_PID" 2>/dev/null && wait "$PERF_PID" 2>/dev/null
   PERF_PID=
   kill "$KELP_PID" 2>/dev/null && wait "$KELP_PID" 2>/dev/null
+  [[ "${KEEP_DATA:-0}" == 1 || -z "${KELP_DATA:-}" ]] || rm -rf "$KELP_DATA"
   true
 }

@@ -44,10 +44,11 @@ use crate::config::FsyncPolicy;
 use crate::metrics::storage::{record, StorageOp};
 use crate::record::batch::{first_offset_at_or_after, BatchHeader};
 
-/// Whether active segments are appended with O_DIRECT: under `--fsync always` every write is
-/// synced right after it, so the page cache would only add a copy and its writeback
-/// ([`super::direct`]). Other policies keep the page cache, which lets writes return before
-/// the device has them.
+/// Whether active segments are appended with O_DIRECT: under `--fsync always` a write an
+/// acks=all producer waits for is synced right after it, so the page cache would only add a
+/// copy and its writeback ([`super::direct`]); acks=1 rounds go the same way (measured
+/// cheaper, docs/storage.md). Other policies keep the page cache, which lets writes return
+/// before the device has them.
 pub fn direct_appends(policy: FsyncPolicy) -> bool {
     policy == FsyncPolicy::Always
 }
