@@ -591,19 +591,28 @@ mod tests {
         synced.unwrap();
     }
 
+    /// A new O_DIRECT appender in a directory of its own (directory, file, appender); None
+    /// on a file system without O_DIRECT, where there is nothing to test.
+    async fn direct_appender(name: &str) -> Option<(PathBuf, PathBuf, Appender)> {
+        let dir = std::env::temp_dir().join(format!("kelp-{name}-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let a = Appender::create_direct(&path).await.unwrap();
+        if a.direct.is_none() {
+            std::fs::remove_dir_all(&dir).unwrap();
+            return None;
+        }
+        Some((dir, path, a))
+    }
+
     #[test]
     fn rounds_nobody_syncs_go_direct_too() {
         // acks=1 rounds alone: written with O_DIRECT, so zeros are written ahead of them as
         // well (through the page cache they would grow the file by exactly what they add).
         glommio::LocalExecutor::default().run(async {
-            let dir = std::env::temp_dir().join(format!("kelp-nosync-{}", uuid::Uuid::new_v4()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let path = dir.join("f");
-            let mut a = Appender::create_direct(&path).await.unwrap();
-            if a.direct.is_none() {
-                // A file system without O_DIRECT: nothing here to test.
+            let Some((dir, path, mut a)) = direct_appender("nosync").await else {
                 return;
-            }
+            };
             let mut want = Vec::new();
             for i in 0..10usize {
                 let part = Bytes::from(vec![(i as u8) | 1; 30_000 + i * 1_111]);
@@ -628,14 +637,9 @@ mod tests {
     #[test]
     fn durable_rounds_write_zeros_ahead_of_the_end_which_trim_cuts() {
         glommio::LocalExecutor::default().run(async {
-            let dir = std::env::temp_dir().join(format!("kelp-room-{}", uuid::Uuid::new_v4()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let path = dir.join("f");
-            let mut a = Appender::create_direct(&path).await.unwrap();
-            if a.direct.is_none() {
-                // A file system without O_DIRECT: nothing here to test.
+            let Some((dir, path, mut a)) = direct_appender("room").await else {
                 return;
-            }
+            };
             let mut want = Vec::new();
             for i in 0..60usize {
                 let part = Bytes::from(vec![(i as u8) | 1; 9_000 + i * 777]);
