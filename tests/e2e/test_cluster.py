@@ -65,8 +65,12 @@ class Group:
     def __init__(self, bootstraps, topic):
         self.got, self.lock, self.stop = [], threading.Lock(), threading.Event()
         gid = f"g-{topic}"
-        self.threads = [threading.Thread(target=self.run, args=(bs, topic, gid))
+        # Daemons: a consumer whose close never returns fails the test (close() says so)
+        # instead of keeping the interpreter, and so the whole suite, from exiting (seen once
+        # in CI: pytest hung after its summary, one thread in rd_kafka_consumer_close).
+        self.threads = [threading.Thread(target=self.run, args=(bs, topic, gid), daemon=True)
                         for bs in bootstraps]
+        self.bootstraps = bootstraps
         for t in self.threads:
             t.start()
 
@@ -86,9 +90,12 @@ class Group:
             c.close()
 
     def close(self):
+        """Stops the consumers; returns the bootstraps of those whose close did not return
+        within 30 s."""
         self.stop.set()
         for t in self.threads:
             t.join(30)
+        return [bs for bs, t in zip(self.bootstraps, self.threads) if t.is_alive()]
 
 
 def read_all(bs, topic):
@@ -199,7 +206,14 @@ def test_three_nodes_survive_a_kill_and_a_rolling_restart(broker, seaweed):
         # Consumers catch up with everything acknowledged, then stop.
         wait_for("the group consumed every acknowledged record",
                  lambda: set(acks) <= {i for i, _p, _t in group.got}, 60)
-        group.close()
+        stuck = group.close()
+        if stuck:
+            gid = f"g-{topic}"
+            logs = "\n".join(f"--- node {n.kafka_node_id} ---\n" + "\n".join(
+                line for line in n.log_tail().splitlines() if gid in line or "group" in line)
+                for n in nodes)
+            pytest.fail(f"consumer close did not return within 30 s (bootstrapped at {stuck}): "
+                        f"the group's coordinator left a request unanswered?\n{logs[-6000:]}")
 
         counts = read_all(broker.bootstrap, topic)
         lost = sorted(set(acks) - set(counts))
