@@ -78,7 +78,9 @@ class Group:
         c = Consumer({"bootstrap.servers": bs, "group.id": gid, "auto.offset.reset": "earliest",
                       "enable.auto.commit": True, "auto.commit.interval.ms": 500,
                       "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
-                      "fetch.wait.max.ms": 100})
+                      "fetch.wait.max.ms": 100,
+                      # KELP_CLUSTER_DEBUG: the group client's own account too (stderr).
+                      **({"debug": "cgrp"} if os.environ.get("KELP_CLUSTER_DEBUG") else {})})
         c.subscribe([topic])
         try:
             while not self.stop.is_set():
