@@ -308,7 +308,6 @@ impl Appender {
             .direct
             .as_ref()
             .map(|d| (d.file.clone(), d.tail.clone()));
-        let direct_round = direct.is_some();
         let owned = parts.to_vec();
         let (res, clean, refused, synced) = blocking(move || {
             let parts = owned;
@@ -357,7 +356,7 @@ impl Appender {
         }
         if res.is_ok() {
             if let Some(d) = &mut self.direct {
-                // Buffered appends move the end too: the next direct one starts from it.
+                // The next round starts from the new partial last block.
                 d.tail = super::direct::next_tail(self.len, &d.tail, parts);
             }
         }
@@ -372,11 +371,10 @@ impl Appender {
         self.len += added;
         if let Some(d) = &mut self.direct {
             d.logical.set(self.len);
-            if direct_round && !refused {
-                // The round's last block went out whole: the file reaches its end.
-                d.reserved = d.reserved.max(self.len.next_multiple_of(BLOCK));
-                d.extend(path, self.len);
-            }
+            // Still direct, so this round was (a refused one dropped `direct` above): its
+            // last block went out whole and the file reaches its end.
+            d.reserved = d.reserved.max(self.len.next_multiple_of(BLOCK));
+            d.extend(path, self.len);
         }
         Ok(synced)
     }
@@ -515,14 +513,13 @@ fn pwritev_all(file: &File, mut at: u64, parts: &[Bytes]) -> io::Result<()> {
             })
             .collect();
         // SAFETY: every iovec points into a live `Bytes` of `parts` for the whole call.
-        let n = unsafe { pwritev_at(file, &iov, at)? };
+        let mut n = unsafe { pwritev_at(file, &iov, at)? };
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
                 "pwritev wrote 0 bytes",
             ));
         }
-        let mut n = n;
         at += n as u64;
         while n > 0 && idx < parts.len() {
             let left = parts[idx].len() - skip;

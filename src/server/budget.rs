@@ -97,6 +97,14 @@ impl Lease {
         }
     }
 
+    /// The lease of a request frame of `len` bytes: its length and the
+    /// [`REQUEST_OVERHEAD`], waiting for the budget.
+    pub async fn request(pool: &Arc<RequestMemory>, len: usize) -> Self {
+        let mut lease = Lease::empty(pool);
+        lease.resize(len + REQUEST_OVERHEAD).await;
+        lease
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.bytes

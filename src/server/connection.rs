@@ -172,7 +172,7 @@ async fn serve_tls(
 /// this bounds one connection's share of it, not memory. It is what group commit merges: a
 /// partition's appends that queue while its fdatasync runs share the next one. With 8, one
 /// rdkafka producer (4 partitions, 128 KiB batches, acks=all, local log) paid ~6,300
-/// fdatasyncs per GB; with 256, ~1,300 (perf/results/in-flight-*/notes.md).
+/// fdatasyncs per GB; with 256, ~1,900-2,000 (perf/results/in-flight-256/notes.md).
 const MAX_IN_FLIGHT: usize = 256;
 
 /// A request that has run: its response (none for acks=0) and what metrics need of it.

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use bytes::{Buf, BytesMut};
 use futures_lite::{AsyncRead, AsyncReadExt};
 
-use super::budget::{Lease, RequestMemory, IDLE_CHUNK, REQUEST_OVERHEAD};
+use super::budget::{Lease, RequestMemory, IDLE_CHUNK};
 use crate::config::READ_CHUNK;
 use crate::error::ConnectionError;
 use crate::protocol::frame;
@@ -20,7 +20,7 @@ use crate::protocol::frame;
 /// The buffer holds the bytes not yet taken as frames, at most a read chunk of them for small
 /// frames: that chunk is the connection's own overhead (1 KiB while idle), not leased. Small
 /// frames are copied out of it into an allocation of their own, leased as they are taken.
-/// Every lease adds [`REQUEST_OVERHEAD`] to the frame's length. A
+/// Every lease adds [`super::budget::REQUEST_OVERHEAD`] to the frame's length. A
 /// frame bigger than a read chunk first takes its whole length from the budget — waiting, with
 /// nothing leased, while the budget is spent — and is then read into a buffer that grows (at
 /// most doubling what has arrived) to exactly the frame's size and is handed over whole, so
@@ -59,16 +59,12 @@ impl ReadBuffer {
         }
     }
 
-    /// The lease of the frame at the front, `len` bytes and the [`REQUEST_OVERHEAD`]: the
+    /// The lease of the frame at the front ([`Lease::request`] of `len`): the
     /// one taken before reading it, or a new one (waiting for the budget).
     async fn frame_lease(&mut self, len: usize) -> Lease {
         match self.frame_lease.take() {
             Some(lease) => lease,
-            None => {
-                let mut lease = Lease::empty(&self.memory);
-                lease.resize(len + REQUEST_OVERHEAD).await;
-                lease
-            }
+            None => Lease::request(&self.memory, len).await,
         }
     }
 
@@ -114,9 +110,7 @@ impl ReadBuffer {
         }
         let target = if need > READ_CHUNK {
             if self.frame_lease.is_none() {
-                let mut lease = Lease::empty(&self.memory);
-                lease.resize(need - 4 + REQUEST_OVERHEAD).await;
-                self.frame_lease = Some(lease);
+                self.frame_lease = Some(Lease::request(&self.memory, need - 4).await);
             }
             need.min((2 * have).max(READ_CHUNK))
         } else if idle && have == 0 {
@@ -296,6 +290,7 @@ mod tests {
 
     #[test]
     fn tiny_frames_in_progress_pay_their_overhead_and_stop_at_the_budget() {
+        use crate::server::budget::REQUEST_OVERHEAD;
         // 100 pipelined 10-byte requests, all kept in progress (their leases held): the
         // budget admits as many as fit with the overhead each, then the next one waits.
         let room = 5;
