@@ -15,6 +15,10 @@ use crate::shard::ops::{ReadItem, WaitItem};
 /// Longest long-poll honoured, whatever the client asks.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
 
+/// A read of a Fetch's partitions slower than this is logged: reads are bounded by their
+/// syncs' waits (half a second each), so this means one of them did not end as it should.
+const SLOW_READ: Duration = Duration::from_secs(2);
+
 /// Handles a Fetch request.
 pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Result<Response, ConnectionError> {
     let v = ctx.header.api_version;
@@ -92,7 +96,21 @@ pub async fn handle(ctx: &RequestContext, req: FetchRequest) -> Result<Response,
                 committed,
             })
             .collect();
+        let read_started = Instant::now();
         let results = ctx.shard.scatter(items).await;
+        if read_started.elapsed() > SLOW_READ {
+            let parts: Vec<String> = wanted
+                .iter()
+                .map(|&(ti, pi, offset, _)| {
+                    format!(
+                        "{}-{}@{offset}",
+                        topics[ti].name, topics[ti].partitions[pi].index
+                    )
+                })
+                .collect();
+            tracing::warn!(elapsed = ?read_started.elapsed(), corr = ctx.header.correlation_id,
+                partitions = %parts.join(","), "slow fetch read");
+        }
         let (total, any_error) = fill(&mut topics, &wanted, results, max_bytes, committed);
         if total >= min_bytes || any_error || Instant::now() >= deadline || wanted.is_empty() {
             break;

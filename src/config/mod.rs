@@ -301,6 +301,12 @@ pub struct Config {
     #[arg(long, default_value_t = 55 * 1024 * 1024)]
     pub fetch_max_bytes: usize,
 
+    /// Longest a Fetch waits for a read below the cache from a store on another server
+    /// (SeaweedMQ), in ms (Kafka's remote.fetch.max.wait.ms); past it the partition is
+    /// answered without records and the consumer asks again.
+    #[arg(long, default_value_t = 500)]
+    pub remote_fetch_max_wait_ms: u64,
+
     /// A connection whose response write makes no progress for this long (the client stopped
     /// reading its socket) is closed, in ms.
     #[arg(long, default_value_t = 30_000)]

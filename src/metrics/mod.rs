@@ -68,6 +68,9 @@ pub struct ShardStats {
     /// Partition items (produce, fetch, offsets) this core handed to their owning core: the
     /// cross-core hops that `--advertise-shards` saves.
     pub forwarded_items: AtomicU64,
+    /// Reads below the cache from a remote store that a Fetch stopped waiting for
+    /// (`--remote-fetch-max-wait-ms`).
+    pub remote_reads_expired: AtomicU64,
     /// Requests per Kind.
     pub requests: [AtomicU64; 3],
     /// Latency histograms per Kind, in microseconds.
@@ -98,6 +101,7 @@ impl ShardStats {
             produce_bytes: AtomicU64::new(0),
             fetch_bytes: AtomicU64::new(0),
             forwarded_items: AtomicU64::new(0),
+            remote_reads_expired: AtomicU64::new(0),
             requests: Default::default(),
             latency: Mutex::new(Kind::ALL.iter().map(|_| hist()).collect()),
             requests_by_api: [const { AtomicU64::new(0) }; errors::API_SLOTS],

@@ -27,7 +27,7 @@ pub fn render(reg: &Registry) -> String {
     let labels = |s: &super::ShardStats| format!("shard=\"{}\",core=\"{}\"", s.shard, s.core);
 
     // One sample per shard of a plain gauge or counter.
-    let families: [Family; 5] = [
+    let families: [Family; 6] = [
         (
             "kelp_connections",
             "gauge",
@@ -57,6 +57,12 @@ pub fn render(reg: &Registry) -> String {
             "counter",
             "Partition items of requests this core handed to the owning core (cross-core hops).",
             |s| s.forwarded_items.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "kelp_remote_reads_expired_total",
+            "counter",
+            "Reads below the cache from a remote store (SeaweedMQ) that a Fetch stopped waiting for at --remote-fetch-max-wait-ms.",
+            |s| s.remote_reads_expired.load(Ordering::Relaxed).to_string(),
         ),
     ];
     for (name, kind, help, value) in families {

@@ -36,7 +36,8 @@ use crate::protocol::{RequestHeader, Response};
 use crate::shard::Shard;
 use futures_rustls::TlsAcceptor;
 
-/// Produce requests slower than this are logged (fetches and group joins wait by design).
+/// Requests slower than this are logged, except those that wait by design: fetches (their
+/// reads log themselves), group joins and syncs.
 const SLOW_REQUEST: std::time::Duration = std::time::Duration::from_secs(2);
 
 thread_local! {
@@ -491,7 +492,12 @@ async fn write_finished<W: Wire>(
             .fetch_add(resp.len() as u64, Ordering::Relaxed);
     }
     let elapsed = f.started.elapsed();
-    if elapsed > SLOW_REQUEST && f.kind == Kind::Produce {
+    let waits = f.kind == Kind::Fetch
+        || matches!(
+            f.api_key,
+            key::JOIN_GROUP | key::SYNC_GROUP | key::SHARE_FETCH
+        );
+    if elapsed > SLOW_REQUEST && !waits {
         tracing::warn!(
             api = f.api_key,
             corr = f.correlation_id,

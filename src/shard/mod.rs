@@ -570,3 +570,6 @@ mod local_shard_tests;
 
 #[cfg(test)]
 mod metrics_tests;
+
+#[cfg(test)]
+mod remote_read_tests;

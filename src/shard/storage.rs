@@ -51,7 +51,14 @@ impl Shard {
         let Some(store) = store else {
             return Ok(());
         };
-        let range = store.range(deadline).await?;
+        // Bounded here too: the engine retries until the deadline, but what it asks after
+        // (SeaweedMQ's log start) has only its call timeout, and a Fetch waiting on this
+        // holds up every request behind it on the connection.
+        let range = crate::deadline::until(store.range(deadline), deadline)
+            .await
+            .ok_or_else(|| {
+                KelpError::StorageUnavailable("the store's offsets: no answer in time".into())
+            })??;
         let freed = self.with_partition(topic, partition, |p| p.sync_offsets(range))?;
         self.set_cached(self.cached_bytes.get().saturating_sub(freed));
         Ok(())
@@ -267,7 +274,28 @@ impl Shard {
         }
         // read_committed readers stop at the last stable offset.
         let upper = if it.committed { lso } else { hw };
-        let read = store.read(it.offset, share, upper).await;
+        let read = if store.reads_remote() {
+            // As Kafka waits for remote storage (remote.fetch.max.wait.ms): a store on another
+            // server that is slow (moving a partition, restarting) costs this Fetch its
+            // records, not its answer; a connection's later requests wait behind it.
+            let wait = Duration::from_millis(self.config.remote_fetch_max_wait_ms);
+            match crate::deadline::until(store.read(it.offset, share, upper), Instant::now() + wait)
+                .await
+            {
+                Some(read) => read,
+                None => {
+                    cold_budget.give_back(share);
+                    self.stats
+                        .remote_reads_expired
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::debug!(topic = %it.topic, partition = it.partition, offset = it.offset,
+                        "read below the cache not answered in time; none this fetch");
+                    return Ok(ReadOut::empty(hw, log_start, lso));
+                }
+            }
+        } else {
+            store.read(it.offset, share, upper).await
+        };
         let used = read.as_ref().map_or(0, |b| b.iter().map(|b| b.len()).sum());
         cold_budget.give_back(share.saturating_sub(used));
         let batches = read.inspect_err(|e| {

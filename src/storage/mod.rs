@@ -170,6 +170,12 @@ pub trait PartitionStore {
         false
     }
 
+    /// Whether reads below the cache ask another server: a Fetch then waits for them at
+    /// most `--remote-fetch-max-wait-ms`, as Kafka waits for remote storage.
+    fn reads_remote(&self) -> bool {
+        false
+    }
+
     /// How often a reader at the end of the partition asks the engine for records others
     /// appended; `None`: nobody else appends.
     fn refresh_every(&self) -> Option<Duration> {

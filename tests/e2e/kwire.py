@@ -635,6 +635,33 @@ def parse_list_offsets_v4(r: Reader) -> dict[tuple[str, int], dict]:
 
 
 # ---------------------------------------------------------------------------
+# Fetch (key 1), v4 (non-flexible, one partition)
+# ---------------------------------------------------------------------------
+
+
+def fetch_body_v4(topic: str, partition: int, offset: int, max_wait_ms: int = 100,
+                  max_bytes: int = 1 << 20) -> bytes:
+    part = i32(partition) + i64(offset) + i32(max_bytes)
+    return (i32(-1) + i32(max_wait_ms) + i32(1) + i32(max_bytes) + i8(0)
+            + array([string(topic) + array([part])]))
+
+
+def parse_fetch_v4(r: Reader) -> dict[tuple[str, int], dict]:
+    r.i32()  # throttle
+    out = {}
+    for _ in range(max(r.array_len(), 0)):
+        name = r.string()
+        for _ in range(max(r.array_len(), 0)):
+            idx, err, hw, lso = r.i32(), r.i16(), r.i64(), r.i64()
+            for _ in range(max(r.array_len(), 0)):
+                r.i64(), r.i64()  # aborted transactions
+            records = r.nbytes() or b""
+            out[(name, idx)] = {"error_code": err, "high_watermark": hw,
+                                "last_stable_offset": lso, "records": records}
+    return out
+
+
+# ---------------------------------------------------------------------------
 # Record batches
 # ---------------------------------------------------------------------------
 

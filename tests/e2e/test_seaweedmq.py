@@ -610,6 +610,54 @@ def test_unreachable_broker_gives_retriable_errors_then_recovers(broker, seaweed
     wait_control_plane(broker.bootstrap)
 
 
+def test_a_hung_filer_costs_a_cold_fetch_its_records_not_its_answer(broker, seaweed):
+    """A read below Kelp's cache goes to SeaweedMQ's filer (flushed files) or broker. When
+    the filer hangs, the Fetch answers at --remote-fetch-max-wait-ms (500 ms) without the
+    partition's records and without an error, as Kafka does for remote storage; the
+    connection's next request is answered right after it (one stuck read once held a
+    consumer's FindCoordinator for 47 s); once the filer is back the records come."""
+    if seaweed.external:
+        pytest.skip("needs the suite's own SeaweedFS")
+    topic = new_topic(broker.bootstrap, 1)
+    values = [f"cold-{i}".encode() for i in range(20)]
+    assert raw_produce(broker.bootstrap, topic, values, 10000)[0] == 0
+    broker.restart()  # nothing cached: offset 0 is read from SeaweedMQ
+    with kwire.Conn(broker.bootstrap, timeout=30) as c:
+        got = kwire.parse_fetch_v4(c.roundtrip(1, 4, kwire.fetch_body_v4(topic, 0, 0)))
+    assert got[(topic, 0)]["error_code"] == 0 and got[(topic, 0)]["records"], got
+    broker.restart()
+    with kwire.Conn(broker.bootstrap, timeout=30) as c:
+        # The offsets first (the filer is still up), then the read with the filer hung.
+        assert raw_list_offsets(broker.bootstrap, topic)[0] == 0
+        with open(os.path.join(seaweed.dir, "filer.pid")) as f:
+            filer = int(f.read().strip())
+        os.kill(filer, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            fetch = c.send_request(1, 4, kwire.fetch_body_v4(topic, 0, 0, max_wait_ms=100))
+            after = c.send_request(18, 0, kwire.api_versions_body(0))
+            _, r = c.recv_response(1, 4, expect_corr=fetch)
+            took = time.monotonic() - t0
+            c.recv_response(18, 0, expect_corr=after)
+            both = time.monotonic() - t0
+        finally:
+            os.kill(filer, signal.SIGCONT)
+        part = kwire.parse_fetch_v4(r)[(topic, 0)]
+        assert part["error_code"] == 0, part
+        assert part["records"] == b"", "records while the filer was hung?"
+        assert part["high_watermark"] == 20, part
+        assert 0.4 <= took < 3, f"the Fetch answered after {took:.2f}s, expected about 0.5 s"
+        assert both - took < 1, f"the next request waited {both - took:.2f}s more"
+        deadline = time.time() + 30
+        while True:
+            got = kwire.parse_fetch_v4(c.roundtrip(1, 4, kwire.fetch_body_v4(topic, 0, 0)))
+            if got[(topic, 0)]["records"] or time.time() > deadline:
+                break
+            time.sleep(0.2)
+    assert got[(topic, 0)]["error_code"] == 0 and got[(topic, 0)]["records"], got
+    assert b"cold-0" in got[(topic, 0)]["records"]
+
+
 def wait_control_plane(bs, deadline_s=60):
     deadline = time.time() + deadline_s
     while True:

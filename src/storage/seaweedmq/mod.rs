@@ -225,6 +225,10 @@ impl PartitionStore for SeaweedMqStore {
         true
     }
 
+    fn reads_remote(&self) -> bool {
+        true
+    }
+
     fn load_transactions(
         &self,
     ) -> LocalBoxFuture<'_, Result<Option<crate::txn::checkpoint::TxnCheckpoint>, KelpError>> {
