@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::local_shard_tests::with_local_shard;
+use super::local_shard_tests::{with_local_shard, DataDir};
 use super::ops::{ColdBudget, ProduceItem, ReadItem};
 use super::Shard;
 use crate::error::code;
@@ -21,28 +21,24 @@ use crate::storage::local::faults::{self, SyncFault, WriteFault};
 const TOPIC: &str = "t";
 const PID: i64 = 77;
 
-/// A data directory of its own, removed at the end.
-struct DataDir(PathBuf);
+/// The test's data directory; its partition's injected faults are forgotten with it.
+struct FaultDir(DataDir);
 
-impl DataDir {
+impl FaultDir {
     fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!(
-            "kelp-shard-faults-{name}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        DataDir(d)
+        FaultDir(DataDir::new(&format!("faults-{name}")))
+    }
+    fn path(&self) -> &Path {
+        &self.0 .0
     }
     fn partition(&self) -> PathBuf {
-        crate::storage::local::partition_dir(&self.0, TOPIC, 0)
+        crate::storage::local::partition_dir(self.path(), TOPIC, 0)
     }
 }
 
-impl Drop for DataDir {
+impl Drop for FaultDir {
     fn drop(&mut self) {
         faults::forget(&self.partition());
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -114,9 +110,9 @@ async fn contents(shard: &Shard) -> Vec<(i64, i32)> {
 
 #[test]
 fn a_failed_write_is_not_acknowledged_and_its_retry_gets_the_same_offset() {
-    let data = DataDir::new("write");
+    let data = FaultDir::new("write");
     let part = data.partition();
-    with_shard(&data.0, "always", move |shard| async move {
+    with_shard(data.path(), "always", move |shard| async move {
         assert_eq!(produce(&shard, idempotent(0, 3), -1).await, Ok(0));
         faults::fail_writes(&part, 0, 1, WriteFault::Torn(20));
         assert_eq!(
@@ -133,7 +129,7 @@ fn a_failed_write_is_not_acknowledged_and_its_retry_gets_the_same_offset() {
         assert_eq!(contents(&shard).await, vec![(0, 3), (3, 2), (5, 1)]);
     });
     // After a restart: the same batches, and the producer's state rebuilt from them.
-    with_shard(&data.0, "always", |shard| async move {
+    with_shard(data.path(), "always", |shard| async move {
         assert_eq!(contents(&shard).await, vec![(0, 3), (3, 2), (5, 1)]);
         assert_eq!(produce(&shard, idempotent(5, 1), -1).await, Ok(5));
         assert_eq!(produce(&shard, idempotent(6, 1), -1).await, Ok(6));
@@ -142,9 +138,9 @@ fn a_failed_write_is_not_acknowledged_and_its_retry_gets_the_same_offset() {
 
 #[test]
 fn appends_queued_behind_a_failed_write_fail_with_it_and_the_next_ones_line_up() {
-    let data = DataDir::new("queued");
+    let data = FaultDir::new("queued");
     let part = data.partition();
-    with_shard(&data.0, "always", move |shard| async move {
+    with_shard(data.path(), "always", move |shard| async move {
         assert_eq!(produce(&shard, make_plain(2), -1).await, Ok(0));
         faults::fail_writes(&part, 0, 1, WriteFault::Eio);
         // Pipelined appends: queued before the writer runs, written (and failed) together.
@@ -157,16 +153,16 @@ fn appends_queued_behind_a_failed_write_fail_with_it_and_the_next_ones_line_up()
         assert_eq!(results, vec![Ok(2), Ok(3), Ok(4)]);
         assert_eq!(contents(&shard).await, vec![(0, 2), (2, 1), (3, 1), (4, 1)]);
     });
-    with_shard(&data.0, "always", |shard| async move {
+    with_shard(data.path(), "always", |shard| async move {
         assert_eq!(contents(&shard).await, vec![(0, 2), (2, 1), (3, 1), (4, 1)]);
     });
 }
 
 #[test]
 fn a_full_disk_fails_produces_until_space_comes_back() {
-    let data = DataDir::new("full");
+    let data = FaultDir::new("full");
     let part = data.partition();
-    with_shard(&data.0, "always", move |shard| async move {
+    with_shard(data.path(), "always", move |shard| async move {
         assert_eq!(produce(&shard, make_plain(5), 1).await, Ok(0));
         faults::fill_disk(&part, 10);
         for _ in 0..3 {
@@ -179,7 +175,7 @@ fn a_full_disk_fails_produces_until_space_comes_back() {
         assert_eq!(produce(&shard, make_plain(5), 1).await, Ok(5));
         assert_eq!(contents(&shard).await, vec![(0, 5), (5, 5)]);
     });
-    with_shard(&data.0, "always", |shard| async move {
+    with_shard(data.path(), "always", |shard| async move {
         assert_eq!(contents(&shard).await, vec![(0, 5), (5, 5)]);
     });
 }
@@ -190,9 +186,9 @@ fn a_full_disk_fails_produces_until_space_comes_back() {
 /// acks=all append that syncs makes it durable too. A power cut after that loses nothing.
 #[test]
 fn failed_fdatasyncs_fail_acks_all_only_while_they_last() {
-    let data = DataDir::new("sync");
+    let data = FaultDir::new("sync");
     let part = data.partition();
-    with_shard(&data.0, "always", move |shard| async move {
+    with_shard(data.path(), "always", move |shard| async move {
         assert_eq!(produce(&shard, make_plain(1), -1).await, Ok(0));
         faults::fail_syncs(&part, 0, 1, SyncFault::Eio);
         assert_eq!(produce(&shard, make_plain(2), -1).await, Ok(1));
@@ -208,7 +204,7 @@ fn failed_fdatasyncs_fail_acks_all_only_while_they_last() {
         assert_eq!(produce(&shard, make_plain(1), -1).await, Ok(6));
         faults::power_cut(&part).expect("power cut");
     });
-    with_shard(&data.0, "always", |shard| async move {
+    with_shard(data.path(), "always", |shard| async move {
         assert_eq!(contents(&shard).await, vec![(0, 1), (1, 2), (3, 3), (6, 1)]);
     });
 }

@@ -2,7 +2,7 @@
 //! data directory holds) as `server::run` starts one, for the shard tests that need the real
 //! log underneath (fault rollback, metrics gauges).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -12,6 +12,28 @@ use glommio::LocalExecutorBuilder;
 
 use super::{Shard, ShardMsg};
 use crate::config::Config;
+
+/// A data directory of its own under the temp dir (named after the test and its thread),
+/// removed when dropped.
+pub(super) struct DataDir(pub(super) PathBuf);
+
+impl DataDir {
+    pub(super) fn new(name: &str) -> Self {
+        let d = std::env::temp_dir().join(format!(
+            "kelp-shard-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        DataDir(d)
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// Runs `body` on a one-shard local-engine broker over `data_dir` with these extra `flags`,
 /// on an executor thread of its own, and waits for it.

@@ -2,38 +2,17 @@
 //! high watermark, log start and log size after appends, retention, DeleteRecords, a
 //! restart and a topic deletion, and the local engine's write and fdatasync latencies.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::local_shard_tests::with_local_shard;
+use super::local_shard_tests::{with_local_shard, DataDir};
 use super::ops::ProduceItem;
 use super::Shard;
 use crate::record::batch::tests::make_batch;
 use crate::record::ValidatedBatches;
 
 const TOPIC: &str = "gauged";
-
-/// A data directory of its own, removed at the end.
-struct DataDir(PathBuf);
-
-impl DataDir {
-    fn new() -> Self {
-        let d = std::env::temp_dir().join(format!(
-            "kelp-shard-metrics-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        DataDir(d)
-    }
-}
-
-impl Drop for DataDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Runs `body` on a one-shard local-engine broker over `data_dir`, with small segments so
 /// retention has sealed ones to delete.
@@ -65,7 +44,7 @@ fn series(name: &str) -> String {
 
 #[test]
 fn partition_gauges_follow_appends_deletes_restarts_and_topic_deletion() {
-    let dir = DataDir::new();
+    let dir = DataDir::new("metrics");
     with_shard(&dir.0, |shard| async move {
         let configs = [("retention.bytes".to_string(), "300".to_string())];
         shard

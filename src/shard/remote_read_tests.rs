@@ -5,7 +5,6 @@
 //! behind one for 47 s in the cluster e2e test.)
 
 use std::cell::Cell;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -13,7 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::future::{pending, ready, LocalBoxFuture};
 
-use super::local_shard_tests::with_local_shard;
+use super::local_shard_tests::{with_local_shard, DataDir};
 use super::ops::{ColdBudget, ReadItem};
 use crate::error::{code, KelpError};
 use crate::partition::Partition;
@@ -93,7 +92,7 @@ where
     F: FnOnce(Rc<super::Shard>, Rc<Cell<u32>>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()>,
 {
-    let dir = TempDir::new(name);
+    let dir = DataDir::new(&format!("remote-read-{name}"));
     let path = dir.0.clone();
     with_local_shard(
         &path,
@@ -126,26 +125,6 @@ async fn answer(shard: &super::Shard) -> super::ops::ReadResult {
     crate::deadline::until(read, Instant::now() + Duration::from_secs(5))
         .await
         .expect("the read answered within 5 s")
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!(
-            "kelp-remote-read-{name}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[test]
