@@ -341,10 +341,26 @@ mod tests {
         OAuthArgs::unsecured()
     }
 
-    fn scratch() -> PathBuf {
+    /// A directory of the test's own, removed when dropped (each run left two behind).
+    struct Scratch(PathBuf);
+
+    impl std::ops::Deref for Scratch {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch() -> Scratch {
         let dir = std::env::temp_dir().join(format!("kelp-jwks-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        dir
+        Scratch(dir)
     }
 
     fn now() -> SystemTime {
