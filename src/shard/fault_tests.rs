@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::local_shard_tests::{with_local_shard, DataDir};
-use super::ops::{ColdBudget, ProduceItem, ReadItem};
+use super::local_shard_tests::{read_at, with_local_shard, DataDir};
+use super::ops::ProduceItem;
 use super::Shard;
 use crate::error::code;
 use crate::record::batch::tests::{make_batch, make_producer_batch};
@@ -85,18 +85,7 @@ async fn contents(shard: &Shard) -> Vec<(i64, i32)> {
     let mut out = Vec::new();
     let mut offset = 0;
     loop {
-        let item = ReadItem {
-            topic: TOPIC.into(),
-            partition: 0,
-            offset,
-            max_bytes: 1 << 20,
-            response_max: 1 << 20,
-            committed: false,
-        };
-        let read = shard
-            .read(item, Rc::new(ColdBudget::new(1 << 20)))
-            .await
-            .expect("read");
+        let read = read_at(shard, TOPIC, offset).await.expect("read");
         if read.batches.is_empty() {
             return out;
         }

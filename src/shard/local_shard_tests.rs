@@ -10,6 +10,7 @@ use clap::Parser;
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::LocalExecutorBuilder;
 
+use super::ops::{ColdBudget, ReadItem, ReadResult};
 use super::{Shard, ShardMsg};
 use crate::config::Config;
 
@@ -33,6 +34,19 @@ impl Drop for DataDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A read of partition 0 of `topic` from `offset`, with 1 MiB limits, as a Fetch makes it.
+pub(super) async fn read_at(shard: &Shard, topic: &str, offset: i64) -> ReadResult {
+    let item = ReadItem {
+        topic: topic.into(),
+        partition: 0,
+        offset,
+        max_bytes: 1 << 20,
+        response_max: 1 << 20,
+        committed: false,
+    };
+    shard.read(item, Rc::new(ColdBudget::new(1 << 20))).await
 }
 
 /// Runs `body` on a one-shard local-engine broker over `data_dir` with these extra `flags`,

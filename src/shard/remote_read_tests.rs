@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::future::{pending, ready, LocalBoxFuture};
 
-use super::local_shard_tests::{with_local_shard, DataDir};
-use super::ops::{ColdBudget, ReadItem};
+use super::local_shard_tests::{read_at, with_local_shard, DataDir};
 use crate::error::{code, KelpError};
 use crate::partition::Partition;
 use crate::storage::{BatchOffsets, Durability, PartitionStore, Range};
@@ -75,17 +74,6 @@ impl PartitionStore for Silent {
     }
 }
 
-fn item(offset: i64) -> ReadItem {
-    ReadItem {
-        topic: TOPIC.into(),
-        partition: 0,
-        offset,
-        max_bytes: 1 << 20,
-        response_max: 1 << 20,
-        committed: false,
-    }
-}
-
 /// Runs `body` on a one-shard broker whose partition `TOPIC`-0 sits on a [`Silent`] store.
 fn with_silent_partition<F, Fut>(name: &str, stuck_range: bool, body: F)
 where
@@ -93,9 +81,8 @@ where
     Fut: std::future::Future<Output = ()>,
 {
     let dir = DataDir::new(&format!("remote-read-{name}"));
-    let path = dir.0.clone();
     with_local_shard(
-        &path,
+        &dir.0,
         &["--remote-fetch-max-wait-ms", "300"],
         move |shard| async move {
             shard
@@ -116,15 +103,16 @@ where
             body(shard, reads).await;
         },
     );
-    drop(dir);
 }
 
 /// The read of offset 0; a test failure, not a hang, when it does not end within 5 s.
 async fn answer(shard: &super::Shard) -> super::ops::ReadResult {
-    let read = shard.read(item(0), Rc::new(ColdBudget::new(1 << 20)));
-    crate::deadline::until(read, Instant::now() + Duration::from_secs(5))
-        .await
-        .expect("the read answered within 5 s")
+    crate::deadline::until(
+        read_at(shard, TOPIC, 0),
+        Instant::now() + Duration::from_secs(5),
+    )
+    .await
+    .expect("the read answered within 5 s")
 }
 
 #[test]

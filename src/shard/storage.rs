@@ -89,13 +89,10 @@ impl Shard {
             (p.needs_sync(None), transactional && !p.txn_tracked())
         })?;
         if unsynced {
-            crate::deadline::until(
-                self.sync_offsets(topic, partition, None, deadline),
-                deadline,
-            )
-            .await
-            .unwrap_or(Err(KelpError::RequestTimedOut))
-            .map_err(KelpError::timed_out_if_transient)?;
+            // Past the deadline the sync fails as unavailable: REQUEST_TIMED_OUT here.
+            self.sync_offsets(topic, partition, None, deadline)
+                .await
+                .map_err(KelpError::timed_out_if_transient)?;
         }
         if untracked {
             self.track_txns(topic, partition, deadline)
@@ -274,14 +271,13 @@ impl Shard {
         }
         // read_committed readers stop at the last stable offset.
         let upper = if it.committed { lso } else { hw };
+        let reading = store.read(it.offset, share, upper);
         let read = if store.reads_remote() {
             // As Kafka waits for remote storage (remote.fetch.max.wait.ms): a store on another
             // server that is slow (moving a partition, restarting) costs this Fetch its
             // records, not its answer; a connection's later requests wait behind it.
             let wait = Duration::from_millis(self.config.remote_fetch_max_wait_ms);
-            match crate::deadline::until(store.read(it.offset, share, upper), Instant::now() + wait)
-                .await
-            {
+            match crate::deadline::until(reading, Instant::now() + wait).await {
                 Some(read) => read,
                 None => {
                     cold_budget.give_back(share);
@@ -294,7 +290,7 @@ impl Shard {
                 }
             }
         } else {
-            store.read(it.offset, share, upper).await
+            reading.await
         };
         let used = read.as_ref().map_or(0, |b| b.iter().map(|b| b.len()).sum());
         cold_budget.give_back(share.saturating_sub(used));
