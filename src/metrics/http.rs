@@ -46,15 +46,28 @@ fn serve(mut stream: TcpStream, registry: &Registry) -> std::io::Result<()> {
     }
     let mut parts = request_line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    respond(&mut stream, registry, method, path)
+}
+
+/// Writes the whole answer to `method path` with one `write`. `write!` on the stream would
+/// send each formatted piece on its own, so a process exiting between two of them (the
+/// shutdown this very answer may report) left a probe a cut response that parsed as a 503
+/// without Content-Length and an empty body.
+fn respond(
+    out: &mut impl Write,
+    registry: &Registry,
+    method: &str,
+    path: &str,
+) -> std::io::Result<()> {
     let (status, ctype, body) = answer(registry, method, path);
     let len = body.len();
     // HEAD: the headers GET would send, without the body.
     let body = if method == "HEAD" { "" } else { body.as_str() };
-    write!(
-        stream,
+    let response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n{body}"
-    )?;
-    stream.flush()
+    );
+    out.write_all(response.as_bytes())?;
+    out.flush()
 }
 
 /// (status line, content type, body) of a request.
@@ -97,5 +110,42 @@ mod tests {
         assert_eq!(answer(&reg, "GET", "/metrics?x=1").0, "200 OK");
         assert_eq!(answer(&reg, "POST", "/health").0, "404 Not Found");
         assert_eq!(answer(&reg, "GET", "/healthz").0, "404 Not Found");
+    }
+
+    /// Counts `write` calls: a socket sends each one as it comes.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_answer_leaves_in_one_write() {
+        let reg = Registry::default();
+        reg.shutting_down
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        for (method, path) in [("GET", "/health"), ("HEAD", "/health"), ("GET", "/metrics")] {
+            let mut w = Writes::default();
+            respond(&mut w, &reg, method, path).unwrap();
+            assert_eq!(w.0.len(), 1, "{method} {path}: {} writes", w.0.len());
+        }
+        let mut w = Writes::default();
+        respond(&mut w, &reg, "GET", "/health").unwrap();
+        let text = String::from_utf8(w.0.concat()).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("Content-Length: 14\r\nConnection: close\r\n\r\nshutting down\n"),
+            "{text}"
+        );
     }
 }
