@@ -114,7 +114,10 @@ fn serve(
     let head = String::from_utf8_lossy(&head);
     let mut parts = head.lines().next().unwrap_or("").split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    stream.set_write_timeout(Some(left(deadline)?))?;
+    let mut stream = Bounded {
+        stream: &mut stream,
+        deadline,
+    };
     // Held until the answer is written: the rendered text lives that long.
     let _scrape = if path.split('?').next() == Some("/metrics") {
         match Slot::take(scrapes, MAX_SCRAPES) {
@@ -132,6 +135,23 @@ fn serve(
         None
     };
     respond(&mut stream, registry, method, path)
+}
+
+/// Writes to a connection until its deadline: each write may wait only for the time left
+/// (a client reading a long answer slowly would otherwise get the whole timeout per write).
+struct Bounded<'a> {
+    stream: &'a mut TcpStream,
+    deadline: Instant,
+}
+
+impl Write for Bounded<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.stream.set_write_timeout(Some(left(self.deadline)?))?;
+        self.stream.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush()
+    }
 }
 
 /// Time left before `deadline`; a timeout error once it has passed.
@@ -423,5 +443,42 @@ mod tests {
             probe.ends_with("starting: shards not launched yet\n"),
             "{probe}"
         );
+    }
+
+    #[test]
+    fn a_client_reading_slowly_gets_the_time_left_not_a_timeout_per_write() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut conn, _) = listener.accept().unwrap();
+        // Reads 64 KiB every 20 ms: each write makes progress well within any timeout.
+        let reader = std::thread::spawn(move || {
+            let mut chunk = vec![0u8; 64 << 10];
+            while matches!(client.read(&mut chunk), Ok(n) if n > 0) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let started = Instant::now();
+        let mut out = Bounded {
+            stream: &mut conn,
+            deadline: started + Duration::from_millis(300),
+        };
+        // 64 MiB at that pace would take ~20 s.
+        let err = out
+            .write_all(&vec![b'x'; 64 << 20])
+            .expect_err("stopped at the deadline");
+        assert!(
+            matches!(
+                err.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            ),
+            "{err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(conn);
+        reader.join().unwrap();
     }
 }
