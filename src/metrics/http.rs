@@ -118,23 +118,7 @@ fn serve(
         stream: &mut stream,
         deadline,
     };
-    // Held until the answer is written: the rendered text lives that long.
-    let _scrape = if path.split('?').next() == Some("/metrics") {
-        match Slot::take(scrapes, MAX_SCRAPES) {
-            Some(slot) => Some(slot),
-            None => {
-                let busy = "too many scrapes at once; try again\n".to_string();
-                return send(
-                    &mut stream,
-                    method,
-                    ("503 Service Unavailable", "text/plain", busy),
-                );
-            }
-        }
-    } else {
-        None
-    };
-    respond(&mut stream, registry, method, path)
+    respond(&mut stream, registry, scrapes, method, path)
 }
 
 /// Writes to a connection until its deadline: each write may wait only for the time left
@@ -206,10 +190,13 @@ fn ends_head(bytes: &[u8]) -> bool {
 fn respond(
     out: &mut impl Write,
     registry: &Registry,
+    scrapes: &Arc<AtomicUsize>,
     method: &str,
     path: &str,
 ) -> std::io::Result<()> {
-    send(out, method, answer(registry, method, path))
+    // A scrape's place is held until its answer is written: the rendered text lives that long.
+    let (answer, _scrape) = answer(registry, scrapes, method, path);
+    send(out, method, answer)
 }
 
 /// Writes one answer, (status line, content type, body), with one `write` (see [`respond`]).
@@ -228,15 +215,28 @@ fn send(
     out.flush()
 }
 
-/// (status line, content type, body) of a request.
-fn answer(registry: &Registry, method: &str, path: &str) -> (&'static str, &'static str, String) {
+/// (status line, content type, body) of a request, and for a `/metrics` answer its place
+/// among the `scrapes` built at once (none left: 503).
+fn answer(
+    registry: &Registry,
+    scrapes: &Arc<AtomicUsize>,
+    method: &str,
+    path: &str,
+) -> ((&'static str, &'static str, String), Option<Slot>) {
     let route = path.split('?').next().unwrap_or("");
-    match (method, route) {
-        ("GET", "/metrics") => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            render(registry),
-        ),
+    let answer = match (method, route) {
+        ("GET", "/metrics") => match Slot::take(scrapes, MAX_SCRAPES) {
+            Some(slot) => {
+                let text = render(registry);
+                let ctype = "text/plain; version=0.0.4; charset=utf-8";
+                return (("200 OK", ctype, text), Some(slot));
+            }
+            None => (
+                "503 Service Unavailable",
+                "text/plain",
+                "too many scrapes at once; try again\n".to_string(),
+            ),
+        },
         ("GET" | "HEAD", "/health") => {
             let (ready, body) = health::check(registry, health::mono_ms());
             let status = if ready {
@@ -251,23 +251,29 @@ fn answer(registry: &Registry, method: &str, path: &str) -> (&'static str, &'sta
             "text/plain",
             "not found: try /metrics or /health\n".to_string(),
         ),
-    }
+    };
+    (answer, None)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The answer to `method path` with no scrape in progress.
+    fn route(reg: &Registry, method: &str, path: &str) -> (&'static str, &'static str, String) {
+        answer(reg, &Arc::default(), method, path).0
+    }
+
     #[test]
     fn health_metrics_and_everything_else() {
         let reg = Registry::default();
-        let (status, _, body) = answer(&reg, "GET", "/health");
+        let (status, _, body) = route(&reg, "GET", "/health");
         assert_eq!(status, "503 Service Unavailable");
         assert!(body.starts_with("starting"), "{body}");
-        assert_eq!(answer(&reg, "HEAD", "/health").0, "503 Service Unavailable");
-        assert_eq!(answer(&reg, "GET", "/metrics?x=1").0, "200 OK");
-        assert_eq!(answer(&reg, "POST", "/health").0, "404 Not Found");
-        assert_eq!(answer(&reg, "GET", "/healthz").0, "404 Not Found");
+        assert_eq!(route(&reg, "HEAD", "/health").0, "503 Service Unavailable");
+        assert_eq!(route(&reg, "GET", "/metrics?x=1").0, "200 OK");
+        assert_eq!(route(&reg, "POST", "/health").0, "404 Not Found");
+        assert_eq!(route(&reg, "GET", "/healthz").0, "404 Not Found");
     }
 
     /// Counts `write` calls: a socket sends each one as it comes.
@@ -291,11 +297,11 @@ mod tests {
             .store(true, std::sync::atomic::Ordering::Relaxed);
         for (method, path) in [("GET", "/health"), ("HEAD", "/health"), ("GET", "/metrics")] {
             let mut w = Writes::default();
-            respond(&mut w, &reg, method, path).unwrap();
+            respond(&mut w, &reg, &Arc::default(), method, path).unwrap();
             assert_eq!(w.0.len(), 1, "{method} {path}: {} writes", w.0.len());
         }
         let mut w = Writes::default();
-        respond(&mut w, &reg, "GET", "/health").unwrap();
+        respond(&mut w, &reg, &Arc::default(), "GET", "/health").unwrap();
         let text = String::from_utf8(w.0.concat()).unwrap();
         assert!(
             text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
@@ -438,6 +444,9 @@ mod tests {
             busy.starts_with("HTTP/1.1 503 ") && busy.ends_with("try again\n"),
             "{busy}"
         );
+        // Only a scrape takes a scrape's place: anything else at /metrics is still a 404.
+        let other = served_with(b"POST /metrics HTTP/1.1\r\n\r\n", MAX_SCRAPES);
+        assert!(other.starts_with("HTTP/1.1 404 "), "{other}");
         let probe = served_with(b"GET /health HTTP/1.1\r\n\r\n", MAX_SCRAPES);
         assert!(
             probe.ends_with("starting: shards not launched yet\n"),
