@@ -1,7 +1,8 @@
 //! Fuzzes a connection's read buffer (framing, the budget of big frames, the room it reads
 //! into and zeroes only once): a byte stream built from the input — raw bytes and well-formed
 //! frames up to 256 KiB, so both the small and the big frame paths run — is handed out in reads
-//! of input-chosen sizes. Every frame must come out exactly as the stream holds it, a bad
+//! of input-chosen sizes, some received into uninitialised room and some (input-chosen) only
+//! after a wait. Every frame must come out exactly as the stream holds it, a bad
 //! length must be an error at the frame it starts, the budget must be given back, and nothing
 //! may panic.
 #![no_main]
@@ -12,8 +13,12 @@ use libfuzzer_sys::fuzz_target;
 
 const MAX: usize = 1 << 20;
 
-/// The stream and read sizes an input describes.
-fn build(input: &[u8]) -> (Vec<u8>, Vec<usize>) {
+/// The stream, read sizes and uninitialised-receive pattern an input describes.
+fn build(input: &[u8]) -> (Vec<u8>, Vec<usize>, u32) {
+    let (pattern, input) = input.split_at(input.len().min(4));
+    let mut p = [0u8; 4];
+    p[..pattern.len()].copy_from_slice(pattern);
+    let pattern = u32::from_le_bytes(p);
     let (head, mut ops) = input.split_at(input.len().min(8));
     let mut chunks: Vec<usize> = head.iter().map(|&b| (b as usize).pow(2) * 3 + 1).collect();
     if chunks.is_empty() {
@@ -37,13 +42,13 @@ fn build(input: &[u8]) -> (Vec<u8>, Vec<usize>) {
     }
     // At most ~20k reads per input, so a megabyte in one-byte reads does not time out.
     let floor = data.len() / 20_000;
-    (data, chunks.into_iter().map(|c| c + floor).collect())
+    (data, chunks.into_iter().map(|c| c + floor).collect(), pattern)
 }
 
 fuzz_target!(|input: &[u8]| {
-    let (data, chunks) = build(input);
+    let (data, chunks, pattern) = build(input);
     let memory = RequestMemory::new(MAX + (64 << 10));
-    let mut sock = ChunkedReader::new(data.clone(), chunks);
+    let mut sock = ChunkedReader::new(data.clone(), chunks).with_uninit(pattern);
     let mut rb = ReadBuffer::new(memory.clone());
     let mut pos = 0;
     futures::executor::block_on(async {

@@ -5,18 +5,21 @@
 
 use std::future::Future;
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::unix::io::{AsRawFd, RawFd};
 
 use bytes::Bytes;
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use glommio::net::TcpStream;
 
+use super::read_buffer::{recv_nowait, RecvUninit};
+
 /// Largest TLS record's payload: small response pieces are gathered up to this before they
 /// go to rustls, so a Fetch of many small batches does not become many small records.
 const RECORD: usize = 16 * 1024;
 
 /// A connection's transport.
-pub trait Wire: AsyncRead + AsyncWrite + Unpin {
+pub trait Wire: AsyncRead + AsyncWrite + RecvUninit + Unpin {
     /// Writes every byte of `chunks`, in order, and pushes them out.
     fn write_chunks<'a>(
         &'a mut self,
@@ -39,6 +42,21 @@ impl Wire for TcpStream {
         self.as_raw_fd()
     }
 }
+
+impl RecvUninit for TcpStream {
+    fn recv_uninit(&mut self, dst: &mut [MaybeUninit<u8>]) -> Option<io::Result<usize>> {
+        // glommio reads the socket with the same non-blocking recv (and only arms a readiness
+        // poll when it finds nothing), so bytes taken here are never expected by it.
+        recv_nowait(self.as_raw_fd(), dst)
+    }
+
+    fn can_recv_uninit(&self) -> bool {
+        true
+    }
+}
+
+/// rustls decrypts into the caller's buffer through `AsyncRead` only.
+impl RecvUninit for futures_rustls::server::TlsStream<TcpStream> {}
 
 impl Wire for futures_rustls::server::TlsStream<TcpStream> {
     async fn write_chunks(&mut self, chunks: &[Bytes]) -> io::Result<()> {
