@@ -34,7 +34,7 @@ pub const MAX_STEP: u64 = 4 << 20;
 /// The least room one extension adds.
 pub const MIN_STEP: u64 = 64 << 10;
 /// Bytes of the shared zero buffer; one `pwritev` repeats it.
-const ZEROS: usize = 256 << 10;
+const ZEROS: usize = super::direct::HUGE;
 
 fn zeros() -> &'static Aligned {
     static Z: OnceLock<Aligned> = OnceLock::new();
