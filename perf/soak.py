@@ -684,9 +684,9 @@ def run(a, proc, port, mport, out):
     # in-flight batches of a few dozen bytes (4 partitions here: well under 1 MiB).
     fetchers = 3 + 2 + 1 + 1 + 2 + 2
     conns_budget = 2000 * 16 / 1024
-    # The local log's I/O threads (4 per core by default) each keep a 1 MiB O_DIRECT staging
-    # buffer once they wrote a durable round.
-    staging = cores * 4 if a.storage == "local" else 0
+    # The local log's I/O threads (4 per core by default) each keep a 2 MiB O_DIRECT staging
+    # buffer once they wrote a durable round, and 2 MiB of zeros are written ahead of segments.
+    staging = cores * 4 * 2 + 2 if a.storage == "local" else 0
     model = (FIXED_MIB + cores * a.cache_mib + a.request_mib + fetchers * cores * a.fetch_max_mib
              + conns_budget + staging)
     print(f"soak: kelp pid {proc.pid} on {cores} cores, {a.seconds} s, model {model:.0f} MiB "
