@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use std::collections::VecDeque;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures::channel::oneshot;
 use futures::future::Either;
 use glommio::net::TcpListener;
@@ -316,7 +316,7 @@ async fn serve_requests<W: Wire>(
             Either::Left(Some(Err(e))) => return Err(e.into()),
             Either::Right(done) => {
                 in_flight.pop_front();
-                write_finished(shard, stream, done).await?;
+                write_finished(shard, stream, &mut in_flight, done).await?;
             }
         }
     }
@@ -398,9 +398,9 @@ async fn wait_started<W: Wire>(
             Either::Left(Err(_)) => break,
             Either::Right(done) => {
                 in_flight.pop_front();
-                let finished_newest = in_flight.is_empty();
-                write_finished(shard, stream, done).await?;
-                if finished_newest {
+                write_finished(shard, stream, in_flight, done).await?;
+                if in_flight.is_empty() {
+                    // The request being started was answered too.
                     return Ok(());
                 }
             }
@@ -438,13 +438,7 @@ async fn oldest_done(in_flight: &mut InFlight) -> Finished {
         Some(rx) => match rx.await {
             Ok(f) => f,
             // Tasks always send; a lost one counts as a failed request.
-            Err(_) => Finished {
-                resp: Err(ConnectionError::Malformed("request task lost".into())),
-                kind: Kind::Other,
-                api_key: -1,
-                correlation_id: -1,
-                started: Instant::now(),
-            },
+            Err(_) => lost_request(),
         },
         None => futures::future::pending().await,
     }
@@ -458,7 +452,7 @@ async fn write_oldest<W: Wire>(
 ) -> Result<(), ConnectionError> {
     let done = oldest_done(in_flight).await;
     in_flight.pop_front();
-    write_finished(shard, stream, done).await
+    write_finished(shard, stream, in_flight, done).await
 }
 
 /// Writes every response still to come, in order.
@@ -473,17 +467,69 @@ async fn drain<W: Wire>(
     Ok(())
 }
 
-/// Records one request's metrics and writes its response (if it has one).
+/// Writes the response of `first` (just taken off the front of `in_flight`) and of every
+/// request behind it that has finished too, in order, with one gather write.
+///
+/// Pipelined produces of one write round finish together: written one by one they cost a
+/// `sendmsg` each (one per produce request, ~7,700 per GB of 128 KiB requests) and as many
+/// wake-ups of the client. A failed request ends the run: the responses before it go out,
+/// then its error closes the connection, as when each was written by itself.
+async fn write_finished<W: Wire>(
+    shard: &Rc<Shard>,
+    stream: &mut W,
+    in_flight: &mut InFlight,
+    first: Finished,
+) -> Result<(), ConnectionError> {
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut next = Some(first);
+    let mut outcome = Ok(());
+    while let Some(f) = next.take() {
+        match record_finished(shard, f) {
+            Ok(Some(resp)) if chunks.is_empty() => chunks = resp.chunks,
+            Ok(Some(mut resp)) => chunks.append(&mut resp.chunks),
+            Ok(None) => {}
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+        next = take_finished(in_flight);
+    }
+    if !chunks.is_empty() {
+        stream.write_chunks(&chunks).await?;
+    }
+    outcome
+}
+
+/// The oldest request's result if it has one already (taking it off `in_flight`).
+fn take_finished(in_flight: &mut InFlight) -> Option<Finished> {
+    let f = match in_flight.front_mut()?.try_recv() {
+        Ok(Some(f)) => f,
+        Ok(None) => return None,
+        Err(_) => lost_request(),
+    };
+    in_flight.pop_front();
+    Some(f)
+}
+
+/// What a request whose task ended without sending its result counts as.
+fn lost_request() -> Finished {
+    Finished {
+        resp: Err(ConnectionError::Malformed("request task lost".into())),
+        kind: Kind::Other,
+        api_key: -1,
+        correlation_id: -1,
+        started: Instant::now(),
+    }
+}
+
+/// Records one request's metrics; returns its response (if it has one) or its error.
 ///
 /// The metrics are recorded before the write: once a client holds an answer, a scrape must
 /// already count it (counted after the write, a shard thread preempted right after `sendmsg`
 /// left a consumer holding every record while `/metrics` showed no fetch at all). Latency
 /// therefore runs until the response is ready, not until the socket took it.
-async fn write_finished<W: Wire>(
-    shard: &Rc<Shard>,
-    stream: &mut W,
-    f: Finished,
-) -> Result<(), ConnectionError> {
+fn record_finished(shard: &Rc<Shard>, f: Finished) -> Result<Option<Response>, ConnectionError> {
     let resp = f.resp?;
     if let (Some(resp), Kind::Fetch) = (&resp, f.kind) {
         shard
@@ -507,8 +553,50 @@ async fn write_finished<W: Wire>(
         );
     }
     shard.stats.record(f.kind, elapsed);
-    if let Some(resp) = resp {
-        stream.write_chunks(&resp.chunks).await?;
+    Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(corr: i32) -> Finished {
+        Finished {
+            resp: Ok(None),
+            kind: Kind::Other,
+            api_key: key::PRODUCE,
+            correlation_id: corr,
+            started: Instant::now(),
+        }
     }
-    Ok(())
+
+    #[test]
+    fn finished_responses_are_taken_in_order_up_to_the_first_unfinished() {
+        let mut in_flight = InFlight::new();
+        let mut senders = Vec::new();
+        for _ in 0..5 {
+            let (tx, rx) = oneshot::channel();
+            senders.push(Some(tx));
+            in_flight.push_back(rx);
+        }
+        // Requests 0, 1 and 3 finished; 2 did not; 4's task ended without a result.
+        for i in [0, 1, 3] {
+            let _ = senders[i].take().map(|tx| tx.send(finished(i as i32)));
+        }
+        senders[4] = None;
+        let taken: Vec<i32> = std::iter::from_fn(|| take_finished(&mut in_flight))
+            .map(|f| f.correlation_id)
+            .collect();
+        assert_eq!(taken, [0, 1], "stops at the first unfinished request");
+        assert_eq!(in_flight.len(), 3);
+        let _ = senders[2].take().map(|tx| tx.send(finished(2)));
+        let next: Vec<_> = std::iter::from_fn(|| take_finished(&mut in_flight)).collect();
+        assert_eq!(next.len(), 3);
+        assert_eq!(next[0].correlation_id, 2);
+        assert_eq!(next[1].correlation_id, 3);
+        // The lost one counts as a failed request, not as "not finished yet".
+        assert!(next[2].resp.is_err());
+        assert!(in_flight.is_empty());
+        assert!(take_finished(&mut in_flight).is_none());
+    }
 }
