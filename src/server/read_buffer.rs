@@ -27,9 +27,10 @@ use crate::protocol::frame;
 /// nothing leased, while the budget is spent — and is then read into a buffer of exactly the
 /// frame's size, handed over whole, so big produces are not copied. From a socket that can
 /// receive into uninitialised memory ([`RecvUninit`]) the frame's bytes are received straight
-/// into that buffer; only a read that has to wait for data zeroes its (small) room first. Nobody waits for the budget while holding part of it, so
-/// connections cannot starve each other with half-read frames (they could, when each partial
-/// buffer was leased as it grew: all of them waiting to grow, none of them reading).
+/// into that buffer; only a read that has to wait for data zeroes its (small) room first.
+/// Nobody waits for the budget while holding part of it, so connections cannot starve each
+/// other with half-read frames (they could, when each partial buffer was leased as it grew:
+/// all of them waiting to grow, none of them reading).
 pub struct ReadBuffer {
     buf: BytesMut,
     /// Size of `buf`'s allocation (its `capacity()` shrinks as frames are taken off the
@@ -216,34 +217,6 @@ pub trait RecvUninit {
     /// Whether [`RecvUninit::recv_uninit`] can ever hand over bytes.
     fn can_recv_uninit(&self) -> bool {
         false
-    }
-}
-
-/// `recv(2)` of what socket `fd` holds into `dst`, without waiting: `None` if it holds nothing.
-pub fn recv_nowait(
-    fd: std::os::fd::RawFd,
-    dst: &mut [MaybeUninit<u8>],
-) -> Option<io::Result<usize>> {
-    loop {
-        // SAFETY: `dst` is writable memory of `dst.len()` bytes; the kernel writes at most
-        // that many and reports how many.
-        let n = unsafe {
-            libc::recv(
-                fd,
-                dst.as_mut_ptr().cast::<libc::c_void>(),
-                dst.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
-        if n >= 0 {
-            return Some(Ok(n as usize));
-        }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => return None,
-            _ => return Some(Err(e)),
-        }
     }
 }
 
@@ -451,34 +424,6 @@ mod tests {
             held.clear();
             assert_eq!(memory.used(), 0);
         });
-    }
-
-    #[test]
-    fn recv_nowait_takes_what_is_there_and_never_waits() {
-        use std::io::Write;
-        use std::os::fd::AsRawFd;
-        let (mut tx, rx) = std::os::unix::net::UnixStream::pair().expect("socket pair");
-        let mut room = vec![MaybeUninit::<u8>::uninit(); 16];
-        assert!(
-            recv_nowait(rx.as_raw_fd(), &mut room).is_none(),
-            "nothing there yet"
-        );
-        tx.write_all(b"hello").expect("write");
-        let n = recv_nowait(rx.as_raw_fd(), &mut room)
-            .expect("bytes there")
-            .expect("recv");
-        assert_eq!(n, 5);
-        // SAFETY: recv wrote the first 5 bytes.
-        let got: Vec<u8> = room[..n]
-            .iter()
-            .map(|b| unsafe { b.assume_init() })
-            .collect();
-        assert_eq!(got, b"hello");
-        drop(tx);
-        assert_eq!(
-            recv_nowait(rx.as_raw_fd(), &mut room).map(|r| r.ok()),
-            Some(Some(0))
-        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use glommio::net::TcpStream;
 
-use super::read_buffer::{recv_nowait, RecvUninit};
+use super::read_buffer::RecvUninit;
 
 /// Largest TLS record's payload: small response pieces are gathered up to this before they
 /// go to rustls, so a Fetch of many small batches does not become many small records.
@@ -80,5 +80,63 @@ impl Wire for futures_rustls::server::TlsStream<TcpStream> {
 
     fn fd(&self) -> RawFd {
         self.get_ref().0.as_raw_fd()
+    }
+}
+
+/// `recv(2)` of what socket `fd` holds into `dst`, without waiting: `None` if it holds nothing.
+fn recv_nowait(fd: RawFd, dst: &mut [MaybeUninit<u8>]) -> Option<io::Result<usize>> {
+    loop {
+        // SAFETY: `dst` is writable memory of `dst.len()` bytes; the kernel writes at most
+        // that many and reports how many.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                dst.as_mut_ptr().cast::<libc::c_void>(),
+                dst.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            return Some(Ok(n as usize));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return None,
+            _ => return Some(Err(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recv_nowait_takes_what_is_there_and_never_waits() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let (mut tx, rx) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        let mut room = vec![MaybeUninit::<u8>::uninit(); 16];
+        assert!(
+            recv_nowait(rx.as_raw_fd(), &mut room).is_none(),
+            "nothing there yet"
+        );
+        tx.write_all(b"hello").expect("write");
+        let n = recv_nowait(rx.as_raw_fd(), &mut room)
+            .expect("bytes there")
+            .expect("recv");
+        assert_eq!(n, 5);
+        // SAFETY: recv wrote the first 5 bytes.
+        let got: Vec<u8> = room[..n]
+            .iter()
+            .map(|b| unsafe { b.assume_init() })
+            .collect();
+        assert_eq!(got, b"hello");
+        drop(tx);
+        assert_eq!(
+            recv_nowait(rx.as_raw_fd(), &mut room).map(|r| r.ok()),
+            Some(Some(0))
+        );
     }
 }
