@@ -24,11 +24,11 @@ use crate::protocol::frame;
 /// frames are copied out of it into an allocation of their own, leased as they are taken.
 /// Every lease adds [`super::budget::REQUEST_OVERHEAD`] to the frame's length. A
 /// frame bigger than a read chunk first takes its whole length from the budget — waiting, with
-/// nothing leased, while the budget is spent — and is then read into a buffer of exactly the
-/// frame's size, handed over whole, so big produces are not copied. From a socket that can
-/// receive into uninitialised memory ([`RecvUninit`]) the frame's bytes are received straight
-/// into that buffer; only a read that has to wait for data zeroes its (small) room first.
-/// Nobody waits for the budget while holding part of it, so connections cannot starve each
+/// nothing leased, while the budget is spent — and is then read into a buffer that grows (at
+/// most doubling what has arrived) to exactly the frame's size and is handed over whole, so
+/// big produces are not copied. From a socket that can receive into uninitialised memory
+/// ([`RecvUninit`]) the frame's bytes are received straight into that buffer; only a read
+/// that has to wait for data zeroes its (small) room first. Nobody waits for the budget while holding part of it, so connections cannot starve each
 /// other with half-read frames (they could, when each partial buffer was leased as it grew:
 /// all of them waiting to grow, none of them reading).
 pub struct ReadBuffer {
@@ -41,11 +41,6 @@ pub struct ReadBuffer {
     /// Zeroing the whole room before every read of a big frame cost 4.5 % of the broker's
     /// CPU (memory storage, acks=1, perf/steady.sh), about as much as the bytes received.
     init: usize,
-    /// The last frame taken was bigger than a read chunk and the buffer was handed over with
-    /// it: the next read takes only the next frame's length, so that a big frame's first
-    /// bytes are not read into a chunk and copied into its own buffer (2 % of the broker's
-    /// CPU for 128 KiB produces) at the price of one more `recv`.
-    after_big: bool,
     /// The budget of the big frame at the front, once taken.
     frame_lease: Option<Lease>,
     memory: Arc<RequestMemory>,
@@ -63,7 +58,6 @@ impl ReadBuffer {
             buf: BytesMut::new(),
             alloc: 0,
             init: 0,
-            after_big: false,
             frame_lease: None,
             memory,
         }
@@ -99,10 +93,8 @@ impl ReadBuffer {
             frame.advance(4);
             self.alloc = 0;
             self.init = 0;
-            self.after_big = total > READ_CHUNK;
             return Ok(Ok((frame, lease)));
         }
-        self.after_big = false;
         let frame = BytesMut::from(&self.buf[4..total]);
         self.buf.advance(total);
         self.init = self.init.saturating_sub(total);
@@ -124,12 +116,9 @@ impl ReadBuffer {
             if self.frame_lease.is_none() {
                 self.frame_lease = Some(Lease::request(&self.memory, need - 4).await);
             }
-            // The whole frame at once: its lease already holds the budget, and a buffer
-            // grown in steps copied what had arrived at each step (4 % of the broker's
-            // CPU for 128 KiB produces, perf/steady.sh local 1 dwarf).
-            need
-        } else if have == 0 && self.after_big && need <= 4 {
-            4
+            // Never allocated from the announced length alone: at most double what has
+            // arrived, so a client announcing big frames and sending little holds little.
+            need.min((2 * have).max(READ_CHUNK))
         } else if idle && have == 0 {
             IDLE_CHUNK
         } else {
