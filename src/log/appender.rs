@@ -6,7 +6,9 @@
 //! write on ext4 in an io-wq worker pinned to the same core as that spinning executor.
 //! Measured with acks=all on one partition: the shard core at 100 % for ~250 writes+syncs
 //! per second. A plain `pwritev` into the page cache plus `fdatasync`, on a pool thread,
-//! lets the executor sleep until the pool wakes it (docs/storage.md has the figures).
+//! lets the executor sleep until the pool wakes it (docs/storage.md has the figures). On the
+//! test VM's newer kernel (6.18) DMA writes park again but cost the pool's CPU, no less
+//! (perf/results/tries-dfd380c/notes.md), so the pool stays.
 //!
 //! Writes only ever go past the logical end (or, after a failed fdatasync, write the same
 //! bytes again), so a write torn by a crash can damage nothing written before; recovery cuts
