@@ -9,7 +9,8 @@
 #
 # Environment: KELP_BIN (target/release/kelp), KELP_CORES (0-1), SHARDS (2), PORT (39650),
 # WARMUP (1,300,000 records), RECORDS (1,000,000), PARTITIONS (4), CACHE (bytes per core,
-# 512 MiB), KELP_ARGS (more broker flags, e.g. "--fsync never"). `perf`/`dwarf` record the
+# 512 MiB), KELP_ARGS (more broker flags, e.g. "--fsync never"), CLIENT_ARGS (more
+# rdkafka_performance flags, e.g. "-r 200000" for a fixed offered load of 200k records/s). `perf`/`dwarf` record the
 # measured phase with Linux perf into OUT_DIR/perf.data (`faults`: every 64th page fault, with
 # its call stack; `count`: syscalls and context switches per GB, from `perf stat`).
 # Needs kafka-python (scripts/install-deps.sh) to create the topic.
@@ -37,8 +38,9 @@ a.close()
 PY
 A=$([[ $ACKS == all ]] && echo -1 || echo "$ACKS")
 produce() {
+  # shellcheck disable=SC2086 # CLIENT_ARGS is a list of flags
   /usr/bin/time -o "$OUT/client-cpu.txt" -f "%U %S" "$RDK" -P -t steady -b "127.0.0.1:$PORT" -s 1024 -c "$1" -a "$A" -X linger.ms=5 \
-    -X batch.size=131072 -X queue.buffering.max.messages=1000000 > "$OUT/client.out" 2>&1 || true
+    -X batch.size=131072 -X queue.buffering.max.messages=1000000 ${CLIENT_ARGS:-} > "$OUT/client.out" 2>&1 || true
   grep -E '^% [0-9]+ messages produced' "$OUT/client.out" | tail -1 | grep . || {
     echo "rdkafka_performance printed no summary: $OUT/client.out, $OUT/kelp.out" >&2
     tail -5 "$OUT/client.out" "$OUT/kelp.out" >&2
