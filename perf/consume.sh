@@ -21,13 +21,7 @@ rm -rf "$OUT"; mkdir -p "$OUT"
 . "$HERE/kelp_proc.sh"
 # shellcheck disable=SC2086 # KELP_ARGS is a list of flags
 kelp_start "$OUT" "$PORT" --storage local --cache-bytes-per-core 1073741824 ${KELP_ARGS:-}
-python3 - "$PORT" <<'PY'
-import sys
-from kafka.admin import KafkaAdminClient, NewTopic
-a = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{sys.argv[1]}")
-a.create_topics([NewTopic("consume", 4, 1)])
-a.close()
-PY
+kelp_create_topic "$PORT" consume 4
 "$RDK" -P -t consume -b "127.0.0.1:$PORT" -s 1024 -c "$RECORDS" -a 1 -X linger.ms=5 \
   -X batch.size=131072 -X queue.buffering.max.messages=1000000 -X message.timeout.ms=60000 \
   > "$OUT/produce.out" 2>&1

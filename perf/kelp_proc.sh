@@ -1,9 +1,10 @@
-# Sourced by perf scripts that run a Kelp of their own (flamegraph.sh, steady.sh).
+# Sourced by perf scripts that run a Kelp of their own (flamegraph.sh, steady.sh, consume.sh).
 # kelp_start OUT PORT ARGS... starts $KELP_BIN in the background on 127.0.0.1:PORT with its
 # data under OUT/data and output in OUT/kelp.out, sets KELP_PID, and waits for the port; on
 # exit, kelp_stop stops a perf recorder left running (PERF_PID) and the broker, by PID, and
 # removes OUT/data (GBs after a steady-state run: a loop of runs filled the disk) unless
-# KEEP_DATA=1.
+# KEEP_DATA=1. kelp_create_topic PORT TOPIC PARTITIONS creates a topic on it (kafka-python,
+# from scripts/install-deps.sh).
 
 kelp_start() {
   local out=$1 port=$2
@@ -28,4 +29,14 @@ kelp_stop() {
   kill "$KELP_PID" 2>/dev/null && wait "$KELP_PID" 2>/dev/null
   [[ "${KEEP_DATA:-0}" == 1 || -z "${KELP_DATA:-}" ]] || rm -rf "$KELP_DATA"
   true
+}
+
+kelp_create_topic() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import sys
+from kafka.admin import KafkaAdminClient, NewTopic
+a = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{sys.argv[1]}")
+a.create_topics([NewTopic(sys.argv[2], int(sys.argv[3]), 1)])
+a.close()
+PY
 }

@@ -10,9 +10,10 @@
 # Environment: KELP_BIN (target/release/kelp), KELP_CORES (0-1), SHARDS (2), PORT (39650),
 # WARMUP (1,300,000 records), RECORDS (1,000,000), PARTITIONS (4), CACHE (bytes per core,
 # 512 MiB), KELP_ARGS (more broker flags, e.g. "--fsync never"), CLIENT_ARGS (more
-# rdkafka_performance flags, e.g. "-r 200000" for a fixed offered load of 200k records/s). `perf`/`dwarf` record the
-# measured phase with Linux perf into OUT_DIR/perf.data (`faults`: every 64th page fault, with
-# its call stack; `count`: syscalls and context switches per GB, from `perf stat`).
+# rdkafka_performance flags, e.g. "-r 200000" for a fixed offered load of 200k records/s).
+# `perf`/`dwarf` record the measured phase with Linux perf into OUT_DIR/perf.data
+# (`faults`: every 64th page fault, with its call stack; `count`: syscalls and context
+# switches per GB, from `perf stat`).
 # Needs kafka-python (scripts/install-deps.sh) to create the topic.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -29,13 +30,7 @@ rm -rf "$OUT"; mkdir -p "$OUT"
 . "$HERE/kelp_proc.sh"
 # shellcheck disable=SC2086 # KELP_ARGS is a list of flags
 kelp_start "$OUT" "$PORT" --storage "$ST" --cache-bytes-per-core "${CACHE:-536870912}" ${KELP_ARGS:-}
-python3 - "$PORT" "$PARTS" <<'PY'
-import sys
-from kafka.admin import KafkaAdminClient, NewTopic
-a = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{sys.argv[1]}")
-a.create_topics([NewTopic("steady", int(sys.argv[2]), 1)])
-a.close()
-PY
+kelp_create_topic "$PORT" steady "$PARTS"
 A=$([[ $ACKS == all ]] && echo -1 || echo "$ACKS")
 produce() {
   # shellcheck disable=SC2086 # CLIENT_ARGS is a list of flags

@@ -28,9 +28,10 @@ use crate::protocol::frame;
 /// most doubling what has arrived) to exactly the frame's size and is handed over whole, so
 /// big produces are not copied. From a socket that can receive into uninitialised memory
 /// ([`RecvUninit`]) the frame's bytes are received straight into that buffer; only a read
-/// that has to wait for data zeroes its (small) room first. Nobody waits for the budget while holding part of it, so connections cannot starve each
-/// other with half-read frames (they could, when each partial buffer was leased as it grew:
-/// all of them waiting to grow, none of them reading).
+/// that has to wait for data zeroes its (small) room first. Nobody waits for the budget while
+/// holding part of it, so connections cannot starve each other with half-read frames (they
+/// could, when each partial buffer was leased as it grew: all of them waiting to grow, none
+/// of them reading).
 pub struct ReadBuffer {
     buf: BytesMut,
     /// Size of `buf`'s allocation (its `capacity()` shrinks as frames are taken off the
