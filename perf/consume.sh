@@ -4,7 +4,11 @@
 # (perf/rdkafka.sh) into 4 partitions, then one rdkafka_performance consumer reads them all
 # back from the beginning; the broker's utime+stime during the read, per GB read.
 #
-#   perf/consume.sh [OUT_DIR]
+#   perf/consume.sh [OUT_DIR] [none|dwarf|count]
+#
+# `dwarf` records the read with Linux perf (DWARF call graphs) into OUT_DIR/perf.data and
+# draws OUT_DIR/flame.svg when inferno is installed (perf/flamegraph.sh installs it); `count`
+# prints syscalls and context switches per GB read, from `perf stat`.
 #
 # Environment: KELP_BIN (target/release/kelp), KELP_CORES (0-1), PORT (39660), RECORDS
 # (1,000,000), KELP_ARGS (more broker flags, e.g. "--advertise-shards").
@@ -12,7 +16,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-OUT="${1:-$HERE/work/consume}"
+OUT="${1:-$HERE/work/consume}" MODE="${2:-none}"
 KELP_BIN="${KELP_BIN:-$ROOT/target/release/kelp}" PORT="${PORT:-39660}"
 RECORDS="${RECORDS:-1000000}"
 RDK="$("$HERE/rdkafka.sh")"
@@ -27,10 +31,20 @@ kelp_create_topic "$PORT" consume 4
   > "$OUT/produce.out" 2>&1
 grep -E '^% [0-9]+ messages produced' "$OUT/produce.out" | tail -1
 cpu() { awk '{print $14+$15}' /proc/"$KELP_PID"/stat; }
+COUNTED=${COUNTED:-context-switches,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_futex,syscalls:sys_enter_membarrier,syscalls:sys_enter_recvfrom,syscalls:sys_enter_sendmsg,syscalls:sys_enter_writev}
+PERF_PID=
+case $MODE in
+  dwarf) perf record -q -F "${FREQ:-499}" --call-graph dwarf,16384 -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
+  count) perf stat -x, -o "$OUT/counts.csv" -e "$COUNTED" -p "$KELP_PID" 2>/dev/null & PERF_PID=$! ;;
+  none) ;;
+  *) echo "mode: none|dwarf|count" >&2; exit 2 ;;
+esac
+[[ -z "$PERF_PID" ]] || sleep 0.3
 c0=$(cpu)
 timeout 120 "$RDK" -C -t consume -b "127.0.0.1:$PORT" -p 0 -p 1 -p 2 -p 3 -o beginning \
   -c "$RECORDS" > "$OUT/consume.out" 2>&1 || true
 c1=$(cpu)
+[[ -z "$PERF_PID" ]] || { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; }
 line=$(grep -E '^% [0-9]+ messages \([0-9]+ bytes\) consumed' "$OUT/consume.out" | tail -1) || {
   echo "rdkafka_performance printed no consume summary: $OUT/consume.out" >&2
   exit 1
@@ -38,3 +52,14 @@ line=$(grep -E '^% [0-9]+ messages \([0-9]+ bytes\) consumed' "$OUT/consume.out"
 echo "$line"
 bytes=$(sed -E 's/^% [0-9]+ messages \(([0-9]+) bytes\).*/\1/' <<< "$line")
 python3 -c "import sys; c0, c1, b = map(int, sys.argv[1:]); print(f'consume from the cache: {(c1 - c0) / 100 / (b / 1e9):.3f} CPU-s/GB')" "$c0" "$c1" "$bytes"
+INFERNO="${KELP_CACHE:-$HOME/.cache/kelp}/inferno/bin"
+if [[ $MODE == dwarf && -x "$INFERNO/inferno-flamegraph" ]]; then
+  perf script -i "$OUT/perf.data" 2>/dev/null | "$INFERNO/inferno-collapse-perf" > "$OUT/folded.txt"
+  "$INFERNO/inferno-flamegraph" --title "kelp ${KELP_ARGS:-}: consume from the cache" \
+    < "$OUT/folded.txt" > "$OUT/flame.svg"
+  echo "flame graph: $OUT/flame.svg"
+fi
+if [[ $MODE == count ]]; then
+  awk -F, -v gb="$bytes" '$1 ~ /^[0-9]+$/ {sub(/^syscalls:sys_enter_/, "", $3); printf "%s %.0f/GB  ", $3, $1/(gb/1e9)} END{print ""}' \
+    "$OUT/counts.csv"
+fi
