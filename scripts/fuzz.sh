@@ -23,6 +23,9 @@ if [ -n "${CARGO_TARGET_DIR:-}" ]; then
     export CARGO_TARGET_DIR="$CARGO_TARGET_DIR/fuzz"
 fi
 cargo +nightly fuzz build -O --debug-assertions
+if [ "${FUZZ_BUILD_ONLY:-0}" = 1 ]; then
+    exit 0
+fi
 targets=$(cargo +nightly fuzz list)
 work="$(mktemp -d -t kelp-fuzz.XXXXXX)"
 failed=0

@@ -56,39 +56,74 @@ else
 fi
 # The whole suite runs on the default durable storage, again cache-only (--storage memory,
 # the benchmark mode), again on SeaweedMQ (--storage seaweedmq, a real SeaweedFS started by
-# scripts/seaweedfs.sh for the pass), so every engine sees every client, and last with
-# --advertise-shards. (Suites of Kelps of their own whose subject stores nothing, TLS and
-# OAUTHBEARER, and the Debian package on a fresh Debian, run on the local pass only:
-# conftest.ENGINE_NEUTRAL.)
-for storage in local memory seaweedmq; do
-  step "e2e with --storage $storage"
-  rc=0
-  KELP_STORAGE=$storage python3 -m pytest -v -p no:cacheprovider --durations=15 tests/e2e || rc=$?
+# scripts/seaweedfs.sh for the pass), and last on the default storage with --advertise-shards
+# (every shard core its own node and port, clients routed straight to the owning core), so
+# every engine and that mode see every client. (Suites of Kelps of their own whose subject
+# stores nothing, TLS and OAUTHBEARER, and the Debian package on a fresh Debian, run on the
+# local pass only: conftest.ENGINE_NEUTRAL.)
+#
+# The SeaweedMQ pass spends most of its time waiting on SeaweedFS (restarts, leader moves,
+# retries), so it runs side by side with the memory and --advertise-shards passes and the
+# fuzz smoke, which keeps CI near 40 minutes instead of 55. Each side takes ports from its own
+# blocks (KELP_E2E_LANE, tests/e2e/conftest.py) and its own temp dir; the side running in the
+# background prints its output when it is done.
+e2e() {  # e2e NAME [VAR=VALUE ...]: one pass of the suite; 0 when it passed
+  local name=$1 rc=0
+  shift
+  env "$@" python3 -m pytest -v -p no:cacheprovider --durations=15 \
+    --basetemp="$E2E_TMP/$name" tests/e2e || rc=$?
   if [ "$rc" -eq 5 ]; then
-    echo "test.sh: pytest collected no tests (exit 5): failing" >&2
-    exit 1
+    echo "test.sh: pytest collected no tests in the $name pass (exit 5): failing" >&2
   elif [ "$rc" -ne 0 ]; then
-    echo "test.sh: e2e suite failed with --storage $storage (pytest exit $rc)" >&2
-    exit "$rc"
+    echo "test.sh: e2e suite failed in the $name pass (pytest exit $rc)" >&2
   fi
-done
-# Once more on the default storage with --advertise-shards (every shard core its own node and
-# port, clients routed straight to the owning core), so every client meets that mode too.
-step "e2e with --storage local --advertise-shards"
-rc=0
-KELP_STORAGE=local KELP_ADVERTISE_SHARDS=1 python3 -m pytest -v -p no:cacheprovider --durations=15 tests/e2e || rc=$?
-if [ "$rc" -ne 0 ]; then
-  echo "test.sh: e2e suite failed with --advertise-shards (pytest exit $rc)" >&2
+  return "$rc"
+}
+E2E_TMP="$(mktemp -d -t kelp-e2e-XXXXXX)"
+# The fuzz targets (~4 minutes of compiling) build while the local pass runs.
+FUZZ_BUILD_ONLY=1 scripts/fuzz.sh > "$E2E_TMP/fuzz-build.log" 2>&1 &
+fuzz_build=$!
+step "e2e with --storage local"
+if ! e2e local KELP_STORAGE=local; then
+  wait "$fuzz_build" || true
   exit 1
 fi
+
+step "e2e with --storage seaweedmq (in the background: its output follows when it ends)"
+( e2e seaweedmq KELP_STORAGE=seaweedmq KELP_E2E_LANE=0 > "$E2E_TMP/seaweedmq.log" 2>&1 ) &
+sw_pass=$!
+side_rc=0
+step "e2e with --storage memory"
+e2e memory KELP_STORAGE=memory KELP_E2E_LANE=1 || side_rc=1
+if [ "$side_rc" -eq 0 ]; then
+  step "e2e with --storage local --advertise-shards"
+  e2e advertise-shards KELP_STORAGE=local KELP_ADVERTISE_SHARDS=1 KELP_E2E_LANE=1 || side_rc=1
+fi
+# Coverage-guided fuzzing of every decoder a client or the disk reaches, from the committed
+# corpora: a short smoke here; long runs by hand (scripts/fuzz.sh SECONDS).
+fuzz_built=0
+wait "$fuzz_build" || fuzz_built=$?
+if [ "$fuzz_built" -ne 0 ]; then
+  cat "$E2E_TMP/fuzz-build.log"
+  echo "test.sh: building the fuzz targets failed (exit $fuzz_built)" >&2
+  side_rc=1
+fi
+if [ "$side_rc" -eq 0 ]; then
+  step "fuzz smoke: ${KELP_FUZZ_SECONDS:-30} s per target"
+  scripts/fuzz.sh "${KELP_FUZZ_SECONDS:-30}" || side_rc=1
+fi
+sw_rc=0
+wait "$sw_pass" || sw_rc=$?
+step "e2e with --storage seaweedmq: its output"
+cat "$E2E_TMP/seaweedmq.log"
+if [ "$sw_rc" -ne 0 ] || [ "$side_rc" -ne 0 ]; then
+  exit 1
+fi
+rm -rf "$E2E_TMP"
 # A broker lives for months: a soak of real mixed load on 2 shard cores (the waker-refcount
 # crash came after ~3 minutes), failing on a crash or memory above the README's model.
 step "soak: ${KELP_SOAK_SECONDS:-360} s on 2 shard cores"
 soak_cores=0-1
 [ "$(nproc)" -ge 2 ] || soak_cores=0
 KELP_BIN="$KELP_BIN" SOAK_CORES=$soak_cores perf/soak.sh "${KELP_SOAK_SECONDS:-360}"
-# Coverage-guided fuzzing of every decoder a client or the disk reaches, from the committed
-# corpora: a short smoke here; long runs by hand (scripts/fuzz.sh SECONDS).
-step "fuzz smoke: ${KELP_FUZZ_SECONDS:-30} s per target"
-scripts/fuzz.sh "${KELP_FUZZ_SECONDS:-30}"
 echo "test.sh: all passed"

@@ -114,15 +114,28 @@ def kafka_tool(main_class, *args, timeout=120):
                            *args], capture_output=True, text=True, timeout=timeout)
 
 
+# scripts/test.sh runs two passes of this suite side by side, each with KELP_E2E_LANE set
+# (0 or 1): a pass takes ports only from its own blocks of 64 (every other block), so neither
+# hands a Kelp it starts a port the other one picked a moment before.
+_LANE = os.environ.get("KELP_E2E_LANE")
+
+
+def _in_lane(p, n=2):
+    """True if ports p .. p + n - 1 all lie in this pass's blocks (always, with no lane)."""
+    if _LANE is None:
+        return True
+    return (p // 64) % 2 == int(_LANE) and p % 64 + n <= 64
+
+
 def free_port():
     """A port free now that this run has not handed out before: the kernel may give the same
     ephemeral port to two binds in a row, and a Kelp whose listener and metrics port were
     the same one could not start."""
-    for _ in range(100):
+    for _ in range(400):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             p = s.getsockname()[1]
-        if p not in _handed_out and p + 1 not in _handed_out:
+        if _in_lane(p) and p not in _handed_out and p + 1 not in _handed_out:
             _handed_out.add(p)
             return p
     raise RuntimeError("no free port not handed out before")
@@ -153,6 +166,8 @@ def free_port_run(n):
     and, after it, its shards' own ports with --advertise-shards)."""
     for _ in range(50):
         p = free_port()
+        if not _in_lane(p, n):
+            continue
         socks = [socket.socket() for _ in range(n)]
         try:
             for i, sk in enumerate(socks):
