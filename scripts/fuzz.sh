@@ -43,8 +43,9 @@ for t in $targets; do
         -artifact_prefix="$work/artifacts-$t/" ${FUZZ_ARGS:-} >"$log" 2>&1
     rc=$?
     set -e
-    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-    rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+    # A target that did not run has no stats: report it below rather than stop here.
+    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1) || true
+    rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1) || true
     crashes=$(find "$work/artifacts-$t" -type f | wc -l)
     printf '%-20s execs %-12s exec/s %-8s crashes %s\n' "$t" "${execs:-?}" "${rate:-?}" "$crashes"
     if [ "$rc" -ne 0 ] || [ "$crashes" -ne 0 ]; then
