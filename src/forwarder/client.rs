@@ -554,8 +554,8 @@ impl Forwarder {
             Command::DeleteGroup { group, reply } => spawn(async move {
                 let _ = reply.send(me.delete_group(&group).await);
             }),
-            Command::LoadOffsets { reply } => spawn(async move {
-                let _ = reply.send(me.load_offsets().await);
+            Command::LoadOffsets { owns, reply } => spawn(async move {
+                let _ = reply.send(me.load_offsets(owns).await);
             }),
             Command::LoadGroupOffsets { group, reply } => spawn(async move {
                 let _ = reply.send(me.load_group_offsets(&group).await);

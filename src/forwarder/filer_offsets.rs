@@ -3,12 +3,16 @@
 //! SeaweedFS's Go gateway reads and writes. Runs on the forwarder thread; the shards' side is
 //! `storage::seaweedmq::offsets` (named, not linked: the forwarder does not reach up into storage).
 
+use futures::{StreamExt, TryStreamExt};
 use kelp_storage_client::{filer, group_offsets};
 
 use super::client::{storage, Forwarder};
-use super::LoadedOffsets;
+use super::{GroupFilter, LoadedOffsets};
 use crate::error::KelpError;
 use crate::group::offsets::{CommittedOffset, TopicPartition};
+
+/// Groups whose offsets a start-up load reads at the same time.
+const LOAD_GROUPS_AT_ONCE: usize = 16;
 
 impl Forwarder {
     pub(super) async fn commit_offsets(
@@ -49,17 +53,26 @@ impl Forwarder {
             .map_err(|e| storage("deleting a group", e))
     }
 
-    /// Reads every `<root>/<group>/<topic>/<partition>/offset` file.
-    pub(super) async fn load_offsets(&self) -> Result<LoadedOffsets, KelpError> {
+    /// Reads the `<root>/<group>/<topic>/<partition>/offset` files of every group `owns`
+    /// accepts, [`LOAD_GROUPS_AT_ONCE`] groups at a time: a group costs a filer round trip per
+    /// topic and per partition, and every shard starts by loading its groups, so read one
+    /// after the other a filer holding a few hundred groups kept a shard from serving for
+    /// over 30 s (the e2e suite's SeaweedFS near the end of its pass, on a busy machine).
+    pub(super) async fn load_offsets(&self, owns: GroupFilter) -> Result<LoadedOffsets, KelpError> {
         let mut f = self.filer_client()?;
-        let mut out = Vec::new();
-        for g in filer::list(&mut f, group_offsets::ROOT)
+        let groups: Vec<String> = filer::list(&mut f, group_offsets::ROOT)
             .await
             .map_err(|e| storage("reading group offsets", e))?
-        {
-            out.extend(self.load_group_offsets(&g.name).await?);
-        }
-        Ok(out)
+            .into_iter()
+            .map(|g| g.name)
+            .filter(|g| owns(g))
+            .collect();
+        let loaded: Vec<LoadedOffsets> = futures::stream::iter(groups)
+            .map(|g| async move { self.load_group_offsets(&g).await })
+            .buffer_unordered(LOAD_GROUPS_AT_ONCE)
+            .try_collect()
+            .await?;
+        Ok(loaded.into_iter().flatten().collect())
     }
 
     /// Reads one group's `<root>/<group>/<topic>/<partition>/offset` files.

@@ -80,6 +80,9 @@ pub struct FetchOut {
 /// Group offsets loaded from the filer: (group, partition, offset).
 pub type LoadedOffsets = Vec<(String, TopicPartition, CommittedOffset)>;
 
+/// Which groups a load is for, by name (the groups a shard coordinates).
+pub type GroupFilter = Box<dyn Fn(&str) -> bool + Send>;
+
 /// What a shard asks the forwarder. The fields of each variant are the arguments of the
 /// [`ForwarderHandle`] method that sends it, and `reply` carries its result.
 #[allow(
@@ -197,8 +200,9 @@ pub enum Command {
         group: String,
         reply: oneshot::Sender<Result<(), KelpError>>,
     },
-    /// Load every group offset stored on the filer (start-up).
+    /// Load the offsets stored on the filer of every group `owns` accepts (start-up).
     LoadOffsets {
+        owns: GroupFilter,
         reply: oneshot::Sender<Result<LoadedOffsets, KelpError>>,
     },
     /// Load one group's offsets from the filer (a group that moved to this node).
@@ -515,9 +519,11 @@ impl ForwarderHandle {
         .await
     }
 
-    /// Every group offset stored on the filer.
-    pub async fn load_offsets(&self) -> Result<LoadedOffsets, KelpError> {
-        self.call(|reply| Command::LoadOffsets { reply }).await
+    /// The offsets stored on the filer of every group `owns` accepts: the other groups'
+    /// files are not read.
+    pub async fn load_offsets(&self, owns: GroupFilter) -> Result<LoadedOffsets, KelpError> {
+        self.call(|reply| Command::LoadOffsets { owns, reply })
+            .await
     }
 
     /// One group's offsets stored on the filer.

@@ -284,7 +284,7 @@ impl Engine for SeaweedMqEngine {
         shards: usize,
     ) -> LocalBoxFuture<'_, anyhow::Result<Rc<dyn OffsetStore>>> {
         Box::pin(async move {
-            let owns = |g: &str| crate::cluster::routing::group_owner(g, shards) == shard;
+            let owns = move |g: &str| crate::cluster::routing::group_owner(g, shards) == shard;
             let store = offsets::FilerOffsetStore::open(self.fwd.clone(), owns)
                 .await
                 .map_err(|e| anyhow::anyhow!("group offsets: {e}"))?;

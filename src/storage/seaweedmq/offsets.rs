@@ -24,18 +24,16 @@ pub struct FilerOffsetStore {
 }
 
 impl FilerOffsetStore {
-    /// Loads the stored offsets of the groups `owns` accepts.
+    /// Loads the stored offsets of the groups `owns` accepts (only theirs are read).
     pub async fn open(
         fwd: Arc<ForwarderHandle>,
-        owns: impl Fn(&str) -> bool,
+        owns: impl Fn(&str) -> bool + Send + 'static,
     ) -> Result<Self, KelpError> {
         let mem = Rc::new(InMemoryOffsetStore::default());
         let mut by_group: BTreeMap<String, Vec<(TopicPartition, CommittedOffset)>> =
             BTreeMap::new();
-        for (group, tp, o) in fwd.load_offsets().await? {
-            if owns(&group) {
-                by_group.entry(group).or_default().push((tp, o));
-            }
+        for (group, tp, o) in fwd.load_offsets(Box::new(owns)).await? {
+            by_group.entry(group).or_default().push((tp, o));
         }
         for (group, offsets) in by_group {
             // The in-memory store answers at once.
