@@ -52,12 +52,8 @@ line=$(grep -E '^% [0-9]+ messages \([0-9]+ bytes\) consumed' "$OUT/consume.out"
 echo "$line"
 bytes=$(sed -E 's/^% [0-9]+ messages \(([0-9]+) bytes\).*/\1/' <<< "$line")
 python3 -c "import sys; c0, c1, b = map(int, sys.argv[1:]); print(f'consume from the cache: {(c1 - c0) / 100 / (b / 1e9):.3f} CPU-s/GB')" "$c0" "$c1" "$bytes"
-INFERNO="${KELP_CACHE:-$HOME/.cache/kelp}/inferno/bin"
-if [[ $MODE == dwarf && -x "$INFERNO/inferno-flamegraph" ]]; then
-  perf script -i "$OUT/perf.data" 2>/dev/null | "$INFERNO/inferno-collapse-perf" > "$OUT/folded.txt"
-  "$INFERNO/inferno-flamegraph" --title "kelp ${KELP_ARGS:-}: consume from the cache" \
-    < "$OUT/folded.txt" > "$OUT/flame.svg"
-  echo "flame graph: $OUT/flame.svg"
+if [[ $MODE == dwarf ]]; then
+  kelp_flame "$OUT" "kelp ${KELP_ARGS:-}: consume from the cache"
 fi
 if [[ $MODE == count ]]; then
   awk -F, -v gb="$bytes" '$1 ~ /^[0-9]+$/ {sub(/^syscalls:sys_enter_/, "", $3); printf "%s %.0f/GB  ", $3, $1/(gb/1e9)} END{print ""}' \

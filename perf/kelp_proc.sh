@@ -4,7 +4,8 @@
 # exit, kelp_stop stops a perf recorder left running (PERF_PID) and the broker, by PID, and
 # removes OUT/data (GBs after a steady-state run: a loop of runs filled the disk) unless
 # KEEP_DATA=1. kelp_create_topic PORT TOPIC PARTITIONS creates a topic on it (kafka-python,
-# from scripts/install-deps.sh).
+# from scripts/install-deps.sh). kelp_flame OUT TITLE draws OUT/perf.data (DWARF call graphs)
+# into OUT/flame.svg when inferno is installed (perf/flamegraph.sh installs it).
 
 kelp_start() {
   local out=$1 port=$2
@@ -39,4 +40,12 @@ a = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{sys.argv[1]}")
 a.create_topics([NewTopic(sys.argv[2], int(sys.argv[3]), 1)])
 a.close()
 PY
+}
+
+kelp_flame() {
+  local out=$1 title=$2 inferno="${KELP_CACHE:-$HOME/.cache/kelp}/inferno/bin"
+  [[ -x "$inferno/inferno-flamegraph" ]] || return 0
+  perf script -i "$out/perf.data" 2>/dev/null | "$inferno/inferno-collapse-perf" > "$out/folded.txt"
+  "$inferno/inferno-flamegraph" --title "$title" < "$out/folded.txt" > "$out/flame.svg"
+  echo "flame graph: $out/flame.svg"
 }

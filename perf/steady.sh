@@ -84,13 +84,8 @@ flush
 e1=$(events); t1=$(threads); c1=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat); b1=$(busy)
 client=$(awk '{print $1+$2}' "$OUT/client-cpu.txt")
 grep VmHWM /proc/"$KELP_PID"/status
-INFERNO="${KELP_CACHE:-$HOME/.cache/kelp}/inferno/bin"
-if [[ $MODE == dwarf && -x "$INFERNO/inferno-flamegraph" ]]; then
-  # perf/flamegraph.sh installs inferno on first use.
-  perf script -i "$OUT/perf.data" 2>/dev/null | "$INFERNO/inferno-collapse-perf" > "$OUT/folded.txt"
-  "$INFERNO/inferno-flamegraph" --title "kelp --storage $ST, acks=$ACKS, steady state" \
-    < "$OUT/folded.txt" > "$OUT/flame.svg"
-  echo "flame graph: $OUT/flame.svg"
+if [[ $MODE == dwarf ]]; then
+  kelp_flame "$OUT" "kelp --storage $ST, acks=$ACKS, steady state"
 fi
 if [[ $MODE == count ]]; then
   awk -F, -v gb="$(awk -v r="$RECORDS" 'BEGIN{print r*1024/1e9}')" \
