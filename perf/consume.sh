@@ -4,11 +4,12 @@
 # (perf/rdkafka.sh) into 4 partitions, then one rdkafka_performance consumer reads them all
 # back from the beginning; the broker's utime+stime during the read, per GB read.
 #
-#   perf/consume.sh [OUT_DIR] [none|dwarf|count]
+#   perf/consume.sh [OUT_DIR] [none|perf|dwarf|faults|count]
 #
-# `dwarf` records the read with Linux perf (DWARF call graphs) into OUT_DIR/perf.data and
-# draws OUT_DIR/flame.svg when inferno is installed (perf/flamegraph.sh installs it); `count`
-# prints syscalls and context switches per GB read, from `perf stat`.
+# The modes are steady.sh's, over the read: `dwarf` records it with Linux perf (DWARF call
+# graphs, FREQ samples per second, 499) into OUT_DIR/perf.data and draws OUT_DIR/flame.svg
+# when inferno is installed (perf/flamegraph.sh installs it); `count` prints syscalls and
+# context switches per GB read, from `perf stat`.
 #
 # Environment: KELP_BIN (target/release/kelp), KELP_CORES (0-1), PORT (39660), RECORDS
 # (1,000,000), KELP_ARGS (more broker flags, e.g. "--advertise-shards").
@@ -32,19 +33,13 @@ kelp_create_topic "$PORT" consume 4
 grep -E '^% [0-9]+ messages produced' "$OUT/produce.out" | tail -1
 cpu() { awk '{print $14+$15}' /proc/"$KELP_PID"/stat; }
 COUNTED=${COUNTED:-context-switches,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_futex,syscalls:sys_enter_membarrier,syscalls:sys_enter_recvfrom,syscalls:sys_enter_sendmsg,syscalls:sys_enter_writev}
-PERF_PID=
-case $MODE in
-  dwarf) perf record -q -F "${FREQ:-499}" --call-graph dwarf,16384 -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
-  count) perf stat -x, -o "$OUT/counts.csv" -e "$COUNTED" -p "$KELP_PID" 2>/dev/null & PERF_PID=$! ;;
-  none) ;;
-  *) echo "mode: none|dwarf|count" >&2; exit 2 ;;
-esac
+kelp_perf_start "$MODE" "$OUT" "$COUNTED"
 [[ -z "$PERF_PID" ]] || sleep 0.3
 c0=$(cpu)
 timeout 120 "$RDK" -C -t consume -b "127.0.0.1:$PORT" -p 0 -p 1 -p 2 -p 3 -o beginning \
   -c "$RECORDS" > "$OUT/consume.out" 2>&1 || true
 c1=$(cpu)
-[[ -z "$PERF_PID" ]] || { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; }
+kelp_perf_stop
 line=$(grep -E '^% [0-9]+ messages \([0-9]+ bytes\) consumed' "$OUT/consume.out" | tail -1) || {
   echo "rdkafka_performance printed no consume summary: $OUT/consume.out" >&2
   exit 1
@@ -56,6 +51,5 @@ if [[ $MODE == dwarf ]]; then
   kelp_flame "$OUT" "kelp ${KELP_ARGS:-}: consume from the cache"
 fi
 if [[ $MODE == count ]]; then
-  awk -F, -v gb="$bytes" '$1 ~ /^[0-9]+$/ {sub(/^syscalls:sys_enter_/, "", $3); printf "%s %.0f/GB  ", $3, $1/(gb/1e9)} END{print ""}' \
-    "$OUT/counts.csv"
+  kelp_counts_per_gb "$OUT" "$bytes"
 fi

@@ -11,7 +11,8 @@
 # WARMUP (1,300,000 records), RECORDS (1,000,000), PARTITIONS (4), CACHE (bytes per core,
 # 512 MiB), KELP_ARGS (more broker flags, e.g. "--fsync never"), CLIENT_ARGS (more
 # rdkafka_performance flags, e.g. "-r 200000" for a fixed offered load of 200k records/s).
-# `perf`/`dwarf` record the measured phase with Linux perf into OUT_DIR/perf.data
+# `perf`/`dwarf` record the measured phase with Linux perf into OUT_DIR/perf.data (FREQ
+# samples per second, 499)
 # (`faults`: every 64th page fault, with its call stack; `count`: syscalls and context
 # switches per GB, from `perf stat`).
 # Needs kafka-python (scripts/install-deps.sh) to create the topic.
@@ -69,18 +70,11 @@ events() {
 }
 flush
 e0=$(events); t0=$(threads); c0=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat); b0=$(busy)
-case $MODE in
-  perf) perf record -q -F 499 -g -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
-  dwarf) perf record -q -F 499 --call-graph dwarf,16384 -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
-  faults) perf record -q -e page-faults -c 64 --call-graph dwarf,8192 -p "$KELP_PID" -o "$OUT/perf.data" 2>/dev/null & PERF_PID=$! ;;
-  count) perf stat -x, -o "$OUT/counts.csv" -e "$COUNTED" -p "$KELP_PID" 2>/dev/null & PERF_PID=$! ;;
-  none) ;;
-  *) echo "mode: none|perf|dwarf|faults|count" >&2; exit 2 ;;
-esac
+kelp_perf_start "$MODE" "$OUT" "$COUNTED"
 sleep 0.3
 produce "$RECORDS" | tee "$OUT/run.txt"
 flush
-[[ -n "$PERF_PID" ]] && { kill -INT "$PERF_PID"; wait "$PERF_PID" || true; PERF_PID=; }
+kelp_perf_stop
 e1=$(events); t1=$(threads); c1=$(awk '{print $14+$15, $10}' /proc/"$KELP_PID"/stat); b1=$(busy)
 client=$(awk '{print $1+$2}' "$OUT/client-cpu.txt")
 grep VmHWM /proc/"$KELP_PID"/status
@@ -88,9 +82,7 @@ if [[ $MODE == dwarf ]]; then
   kelp_flame "$OUT" "kelp --storage $ST, acks=$ACKS, steady state"
 fi
 if [[ $MODE == count ]]; then
-  awk -F, -v gb="$(awk -v r="$RECORDS" 'BEGIN{print r*1024/1e9}')" \
-    '$1 ~ /^[0-9]+$/ {sub(/^syscalls:sys_enter_/, "", $3); printf "%s %.0f/GB  ", $3, $1/gb} END{print ""}' \
-    "$OUT/counts.csv"
+  kelp_counts_per_gb "$OUT" $((RECORDS * 1024))
 fi
 python3 - "$ST" "$ACKS" "$RECORDS" "$SHARDS" "$c0" "$c1" "$t0" "$t1" "$b0" "$b1" "$client" "$e0" "$e1" <<'PY'
 import sys
