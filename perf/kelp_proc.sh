@@ -5,7 +5,7 @@
 # removes OUT/data (GBs after a steady-state run: a loop of runs filled the disk) unless
 # KEEP_DATA=1. kelp_create_topic PORT TOPIC PARTITIONS creates a topic on it (kafka-python,
 # from scripts/install-deps.sh). kelp_perf_start MODE OUT EVENTS starts recording the broker
-# with Linux perf (none|perf|dwarf|faults|count, see steady.sh; `count` counts the
+# with Linux perf (none|perf|dwarf|faults|trace|count, see steady.sh; `count` counts the
 # comma-separated EVENTS into OUT/counts.csv) and sets PERF_PID, kelp_perf_stop ends it;
 # kelp_flame OUT TITLE draws OUT/perf.data (DWARF call graphs) into OUT/flame.svg when inferno
 # is installed (perf/flamegraph.sh installs it); kelp_counts_per_gb OUT BYTES prints
@@ -61,9 +61,10 @@ kelp_perf_start() {
     perf) perf record -q -F "${FREQ:-499}" -g -p "$KELP_PID" -o "$out/perf.data" 2>/dev/null & PERF_PID=$! ;;
     dwarf) perf record -q -F "${FREQ:-499}" --call-graph dwarf,16384 -p "$KELP_PID" -o "$out/perf.data" 2>/dev/null & PERF_PID=$! ;;
     faults) perf record -q -e page-faults -c 64 --call-graph dwarf,8192 -p "$KELP_PID" -o "$out/perf.data" 2>/dev/null & PERF_PID=$! ;;
+    trace) perf record -q -e "${TRACE:-syscalls:sys_enter_futex}" --call-graph dwarf,16384 -p "$KELP_PID" -o "$out/perf.data" 2>/dev/null & PERF_PID=$! ;;
     count) perf stat -x, -o "$out/counts.csv" -e "$events" -p "$KELP_PID" 2>/dev/null & PERF_PID=$! ;;
     none) ;;
-    *) echo "mode: none|perf|dwarf|faults|count" >&2; exit 2 ;;
+    *) echo "mode: none|perf|dwarf|faults|trace|count" >&2; exit 2 ;;
   esac
 }
 

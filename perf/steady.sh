@@ -5,15 +5,19 @@
 # the split between the shard executor threads and their I/O pool threads (the "shards" are
 # the two busiest threads; with more cores set SHARDS).
 #
-#   perf/steady.sh STORAGE ACKS [OUT_DIR] [none|perf|dwarf|faults|count]
+#   perf/steady.sh STORAGE ACKS [OUT_DIR] [none|perf|dwarf|faults|trace|count]
 #
 # Environment: KELP_BIN (target/release/kelp), KELP_CORES (0-1), SHARDS (2), PORT (39650),
 # WARMUP (1,300,000 records), RECORDS (1,000,000), PARTITIONS (4), CACHE (bytes per core,
 # 512 MiB), KELP_ARGS (more broker flags, e.g. "--fsync never"), CLIENT_ARGS (more
-# rdkafka_performance flags, e.g. "-r 200000" for a fixed offered load of 200k records/s).
+# rdkafka_performance flags, e.g. "-r 200000" for a fixed offered load of 200k records/s),
+# COUNT_EXTRA (more events for `count`, e.g. probe_libc:malloc after
+# `perf probe -x /lib/x86_64-linux-gnu/libc.so.6 --add malloc`).
 # `perf`/`dwarf` record the measured phase with Linux perf into OUT_DIR/perf.data (FREQ
 # samples per second, 499)
-# (`faults`: every 64th page fault, with its call stack; `count`: syscalls and context
+# (`faults`: every 64th page fault, with its call stack; `trace`: every event named by TRACE
+# (syscalls:sys_enter_futex: malloc's arena lock and the I/O pool's hand-off;
+# sched:sched_switch: why threads sleep), with its call stack; `count`: syscalls and context
 # switches per GB, from `perf stat`).
 # Needs kafka-python (scripts/install-deps.sh) to create the topic.
 set -euo pipefail
@@ -25,7 +29,7 @@ KELP_BIN="${KELP_BIN:-$ROOT/target/release/kelp}" PORT="${PORT:-39650}"
 WARMUP="${WARMUP:-1300000}" RECORDS="${RECORDS:-1000000}" PARTS="${PARTITIONS:-4}"
 SHARDS="${SHARDS:-2}"
 RDK="$("$HERE/rdkafka.sh")"
-COUNTED=context-switches,syscalls:sys_enter_fdatasync,syscalls:sys_enter_pwrite64,syscalls:sys_enter_pwritev,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_futex,syscalls:sys_enter_membarrier,syscalls:sys_enter_recvfrom,syscalls:sys_enter_sendmsg
+COUNTED=${COUNT_EXTRA:+$COUNT_EXTRA,}context-switches,syscalls:sys_enter_fdatasync,syscalls:sys_enter_pwrite64,syscalls:sys_enter_pwritev,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_futex,syscalls:sys_enter_membarrier,syscalls:sys_enter_recvfrom,syscalls:sys_enter_sendmsg
 rm -rf "$OUT"; mkdir -p "$OUT"
 # shellcheck source=kelp_proc.sh
 . "$HERE/kelp_proc.sh"
