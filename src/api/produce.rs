@@ -38,10 +38,14 @@ pub async fn handle(
     // A client's timeout of 0 or less still leaves a moment for the storage engine.
     let timeout = std::time::Duration::from_millis(req.timeout_ms.max(100) as u64);
     // Per partition: either an early error or an item for its owner, in request order.
-    let mut slots: Vec<(usize, i32, Result<usize, KelpError>)> = Vec::new();
-    let mut items = Vec::new();
+    // Sized up front: a request's allocations are few and do not grow with its partitions.
+    let count: usize = req.topics.iter().map(|t| t.partitions.len()).sum();
+    let mut slots: Vec<(usize, i32, Result<usize, KelpError>)> = Vec::with_capacity(count);
+    let mut items = Vec::with_capacity(count);
     let mut names = Vec::with_capacity(req.topics.len());
     for (ti, topic) in req.topics.into_iter().enumerate() {
+        let parts = topic.partitions.len();
+        let shared: std::sync::Arc<str> = topic.name.as_str().into();
         let meta = match &request_error {
             Some(e) => Err(e.clone()),
             None if !ctx.allowed(Operation::Write, ResourceType::Topic, &topic.name) => {
@@ -73,7 +77,7 @@ pub async fn handle(
                     return Err(KelpError::TransactionalIdAuthorizationFailed);
                 }
                 items.push(ProduceItem {
-                    topic: topic.name.clone(),
+                    topic: shared.clone(),
                     partition: p.index,
                     batches,
                     acks: req.acks,
@@ -87,7 +91,7 @@ pub async fn handle(
             }
             slots.push((ti, p.index, slot));
         }
-        names.push(topic.name);
+        names.push((topic.name, parts));
     }
     if let Some(id) = txn_id.as_deref() {
         admit_transactional(ctx, id, &mut slots, &mut items).await;
@@ -109,8 +113,12 @@ pub async fn handle(
         return Ok(None);
     }
     let mut topics: Vec<TopicProduceResponse> = names
-        .iter()
-        .map(|n| TopicProduceResponse::default().with_name(topic_name(n.clone())))
+        .into_iter()
+        .map(|(n, parts)| {
+            TopicProduceResponse::default()
+                .with_name(topic_name(n))
+                .with_partition_responses(Vec::with_capacity(parts))
+        })
         .collect();
     for (ti, index, slot) in slots {
         let mut pr = PartitionProduceResponse::default();
@@ -182,7 +190,7 @@ async fn admit_transactional(
         .iter()
         .zip(&producers)
         .filter(|(_, p)| **p == Some(Ok(producer)))
-        .map(|(it, _)| (it.topic.clone(), it.partition))
+        .map(|(it, _)| (it.topic.to_string(), it.partition))
         .collect();
     let implicit = ctx.header.api_version >= 12;
     let verdict = super::txn::admit(ctx, id, producer, wanted, Vec::new(), implicit).await;
@@ -199,7 +207,7 @@ async fn admit_transactional(
                 Ok((missing, _))
                     if missing
                         .iter()
-                        .any(|(t, p)| *t == items[i].topic && *p == items[i].partition) =>
+                        .any(|(t, p)| **t == *items[i].topic && *p == items[i].partition) =>
                 {
                     Some(KelpError::TransactionAbortable)
                 }

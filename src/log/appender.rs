@@ -157,9 +157,11 @@ async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> 
     glommio::executor().spawn_blocking(f).await
 }
 
-fn with_path(what: &str, path: &Path) -> impl FnOnce(io::Error) -> io::Error {
-    let ctx = format!("{what} {}", path.display());
-    move |e| io::Error::new(e.kind(), format!("{ctx}: {e}"))
+/// Adds what was done to which file to an error. Formats only when there is one: it wraps
+/// every write and fdatasync, and its two strings per round were 8 % of the allocations that
+/// contended on malloc's lock (perf/results/allocs-ad39327).
+fn with_path<'a>(what: &'a str, path: &'a Path) -> impl FnOnce(io::Error) -> io::Error + 'a {
+    move |e| io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
 }
 
 impl Appender {

@@ -62,6 +62,13 @@ pub struct RollSettings {
     pub segment_ms: u64,
 }
 
+/// See [`PartitionLog::progress`].
+enum Progress {
+    Done,
+    Busy,
+    Idle,
+}
+
 /// What an append waits for: written (or synced) past `target` in generation `gen`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ticket {
@@ -233,37 +240,62 @@ impl PartitionLog {
             s.want_sync = s.want_sync.max(t.target);
         }
         loop {
-            let listener = self.changed.listen();
-            let writer_busy = {
-                let s = self.st.borrow();
-                let end = if durable { s.synced_end } else { s.written_end };
-                if end >= t.target {
-                    return Ok(());
+            // Checked before listening too: most waits find their round done (a persist right
+            // after its append's round synced), and a listener is an allocation.
+            match self.progress(&t, durable)? {
+                Progress::Done => return Ok(()),
+                Progress::Idle => self.write_round_boxed().await,
+                Progress::Busy => {
+                    let listener = self.changed.listen();
+                    // Again after listening, so a change between the two is not missed.
+                    match self.progress(&t, durable)? {
+                        Progress::Done => return Ok(()),
+                        Progress::Idle => self.write_round_boxed().await,
+                        Progress::Busy => listener.await,
+                    }
                 }
-                if s.gen != t.gen {
-                    return Err(s
-                        .error
-                        .clone()
-                        .unwrap_or_else(|| LogError::Write("write failed".into())));
-                }
-                if let Some(why) = &s.fenced {
-                    return Err(LogError::Fenced(why.clone()));
-                }
-                if t.target > s.reserved_end {
-                    // Nothing queued reaches it: no round would ever complete it.
-                    return Err(LogError::OutOfOrder {
-                        expected: s.reserved_end,
-                        got: t.target,
-                    });
-                }
-                s.writing
-            };
-            if writer_busy {
-                listener.await;
-            } else {
-                self.write_round().await;
             }
         }
+    }
+
+    /// [`Self::write_round`] on the heap: inline, its state (~2.6 KB) made every waiter's
+    /// future that big, and the stores box one per append and one per persist. Past 1 KiB
+    /// malloc serves a block from its shared arena under its lock instead of the thread's own
+    /// cache, and those locks were the shards' `futex` waits (perf/results/allocs-ad39327).
+    /// A round is boxed once, by the waiter that becomes the writer.
+    async fn write_round_boxed(&self) {
+        Box::pin(self.write_round()).await
+    }
+
+    /// Where a ticket's batches stand: written (synced when `durable`), or waiting behind a
+    /// writer, or waiting with none running; an error when they never will be.
+    fn progress(&self, t: &Ticket, durable: bool) -> Result<Progress, LogError> {
+        let s = self.st.borrow();
+        let end = if durable { s.synced_end } else { s.written_end };
+        if end >= t.target {
+            return Ok(Progress::Done);
+        }
+        if s.gen != t.gen {
+            return Err(s
+                .error
+                .clone()
+                .unwrap_or_else(|| LogError::Write("write failed".into())));
+        }
+        if let Some(why) = &s.fenced {
+            return Err(LogError::Fenced(why.clone()));
+        }
+        if t.target > s.reserved_end {
+            // Nothing queued reaches it: no round would ever complete it.
+            return Err(LogError::OutOfOrder {
+                expected: s.reserved_end,
+                got: t.target,
+            });
+        }
+        Ok(if s.writing {
+            Progress::Busy
+        } else {
+            Progress::Idle
+        })
     }
 
     async fn write_round(&self) {

@@ -9,6 +9,7 @@
 //! `storage/` through the store.
 
 pub mod cache;
+pub mod key;
 pub mod producer_state;
 pub mod settle;
 pub mod txn;

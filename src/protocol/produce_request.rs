@@ -46,25 +46,29 @@ pub fn decode(mut body: BytesMut, version: i16) -> Result<ProduceRequest, WireEr
     // Smallest encodings of a topic (name, partition count, tags) and of a partition (index,
     // records length, tags): counts are checked against them before anything is allocated.
     let (min_topic, min_partition) = if flex { (3, 6) } else { (6, 8) };
-    let mut ranges: Vec<(usize, usize)> = Vec::new();
-    let (transactional_id, acks, timeout_ms, mut shape) = {
+    // The records' byte ranges, one per partition in request order (None: null records).
+    // The topics are built as they are read and get their records once the reader's borrow
+    // of the frame ends: a request costs a handful of allocations, whatever its partitions.
+    let mut ranges: Vec<Option<(usize, usize)>> = Vec::new();
+    let (transactional_id, acks, timeout_ms, mut topics) = {
         let mut r = Reader::new(&body);
         let transactional_id = r.nullable_string(flex)?.map(str::to_owned);
         let acks = r.i16()?;
         let timeout_ms = r.i32()?;
         let n_topics = r.array_len(flex, min_topic)?;
-        let mut shape = Vec::with_capacity(n_topics);
+        let mut topics = Vec::with_capacity(n_topics);
         for _ in 0..n_topics {
             let name = r.string(flex)?.to_owned();
             let n_parts = r.array_len(flex, min_partition)?;
-            let mut parts = Vec::with_capacity(n_parts);
+            let mut partitions = Vec::with_capacity(n_parts);
+            ranges.reserve(n_parts);
             for _ in 0..n_parts {
                 let index = r.i32()?;
-                let range = r.nullable_bytes_range(flex)?;
-                if let Some(rg) = range {
-                    ranges.push(rg);
-                }
-                parts.push((index, range.is_some()));
+                ranges.push(r.nullable_bytes_range(flex)?);
+                partitions.push(PartitionData {
+                    index,
+                    records: None,
+                });
                 if flex {
                     r.skip_tagged_fields()?;
                 }
@@ -72,35 +76,23 @@ pub fn decode(mut body: BytesMut, version: i16) -> Result<ProduceRequest, WireEr
             if flex {
                 r.skip_tagged_fields()?;
             }
-            shape.push((name, parts));
+            topics.push(TopicData { name, partitions });
         }
         if flex {
             r.skip_tagged_fields()?;
         }
-        (transactional_id, acks, timeout_ms, shape)
+        (transactional_id, acks, timeout_ms, topics)
     };
     // Ranges are in ascending order: peel each off the buffer as its own exclusive slice.
     let mut consumed = 0usize;
-    let mut slices = Vec::with_capacity(ranges.len());
-    for (start, len) in ranges {
-        body.advance(start - consumed);
-        slices.push(body.split_to(len));
-        consumed = start + len;
+    let mut ranges = ranges.into_iter();
+    for part in topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+        if let Some(Some((start, len))) = ranges.next() {
+            body.advance(start - consumed);
+            part.records = Some(body.split_to(len));
+            consumed = start + len;
+        }
     }
-    let mut slices = slices.into_iter();
-    let topics = shape
-        .drain(..)
-        .map(|(name, parts)| TopicData {
-            name,
-            partitions: parts
-                .into_iter()
-                .map(|(index, has)| PartitionData {
-                    index,
-                    records: if has { slices.next() } else { None },
-                })
-                .collect(),
-        })
-        .collect();
     Ok(ProduceRequest {
         transactional_id,
         acks,

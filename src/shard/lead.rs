@@ -12,6 +12,7 @@ use super::Shard;
 use crate::cluster::ownership::ProducedBatch;
 use crate::error::KelpError;
 use crate::group::{GroupReply, GroupRequest};
+use crate::partition::key::key;
 use crate::partition::producer_state::ProducerStates;
 use crate::record::batch::BatchHeader;
 
@@ -61,7 +62,7 @@ impl Shard {
     /// whole log, producer state included.
     fn enter_epoch(&self, topic: &str, partition: i32, epoch: i32) {
         let mut parts = self.partitions.borrow_mut();
-        let Some(p) = parts.get_mut(&(topic.to_string(), partition)) else {
+        let Some(p) = parts.get_mut(key(&(topic, partition))) else {
             return;
         };
         if p.epoch == epoch {
@@ -113,9 +114,10 @@ impl Shard {
         let mut parts = self.partitions.borrow_mut();
         // A partition still placed here but not held (its lease lapsed for a moment, or is
         // being taken) keeps its state: the next tenure may continue it.
-        let kept = |k: &(String, i32)| held.contains_key(k) || self.cluster.placed_here(&k.0, k.1);
-        parts.retain(|k, p| {
-            let keep = kept(k);
+        let kept =
+            |t: &str, p: i32| held.contains_key(key(&(t, p))) || self.cluster.placed_here(t, p);
+        parts.retain(|(t, i), p| {
+            let keep = kept(t, *i);
             if !keep {
                 freed += p.cached_bytes();
                 p.wake_all();
@@ -123,10 +125,8 @@ impl Shard {
             keep
         });
         drop(parts);
-        self.eviction.borrow_mut().retain(|(k, _)| kept(k));
-        self.stats
-            .partitions
-            .remove_where(|t, p| !kept(&(t.to_string(), p)));
+        self.eviction.borrow_mut().retain(|((t, i), _)| kept(t, *i));
+        self.stats.partitions.remove_where(|t, p| !kept(t, p));
         self.set_cached(self.cached_bytes.get().saturating_sub(freed));
         now
     }

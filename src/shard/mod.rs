@@ -33,12 +33,15 @@ use crate::config::Config;
 use crate::error::KelpError;
 use crate::group::{Coordinator, GroupConfig, GroupReply, GroupRequest, OffsetStore};
 use crate::metrics::ShardStats;
+use crate::partition::key::key;
 use crate::partition::Partition;
 use crate::storage::Engine;
 use ops::WaitItem;
 pub use ops::{Op, ShardMsg};
 
-type PartitionKey = (String, i32);
+/// The topic's name is shared between the map and the eviction order, so an append makes no
+/// key; lookups take a borrowed [`key`].
+type PartitionKey = (Rc<str>, i32);
 
 /// One core's broker state. Shared by the tasks of that core through `Rc`.
 pub struct Shard {
@@ -182,14 +185,16 @@ impl Shard {
             return Err(KelpError::UnknownTopicOrPartition);
         }
         let mut parts = self.partitions.borrow_mut();
-        let key = (topic.to_string(), partition);
-        let p = parts.entry(key).or_insert_with(|| {
+        if !parts.contains_key(key(&(topic, partition))) {
             let p = self.new_partition(topic, partition, &meta);
             self.stats
                 .partitions
                 .add(topic, partition, p.gauges().clone());
-            p
-        });
+            parts.insert((Rc::from(topic), partition), p);
+        }
+        let Some(p) = parts.get_mut(key(&(topic, partition))) else {
+            return Err(KelpError::UnknownTopicOrPartition);
+        };
         if p.topic_id != meta.id {
             p.store().remove();
             let fresh = self.new_partition(topic, partition, &meta);
@@ -234,14 +239,13 @@ impl Shard {
         }
         // Published by the eviction below: a scrape must never see the cache over budget.
         self.cached_bytes.set(self.cached_bytes.get() + added);
-        let key = (topic.to_string(), partition);
-        let through = self
+        let entry = self
             .partitions
             .borrow()
-            .get(&key)
-            .and_then(Partition::cached_last_offset);
-        if let Some(through) = through {
-            self.eviction.borrow_mut().push_back((key, through));
+            .get_key_value(key(&(topic, partition)))
+            .and_then(|(k, p)| Some((k.clone(), p.cached_last_offset()?)));
+        if let Some(entry) = entry {
+            self.eviction.borrow_mut().push_back(entry);
         }
         self.evict_over_budget();
     }
@@ -273,7 +277,7 @@ impl Shard {
         let mut parts = self.partitions.borrow_mut();
         let mut freed = 0;
         parts.retain(|(t, _), p| {
-            if t == topic {
+            if &**t == topic {
                 freed += p.cached_bytes();
                 p.wake_all();
                 p.store().remove();
@@ -283,7 +287,9 @@ impl Shard {
             }
         });
         self.set_cached(self.cached_bytes.get().saturating_sub(freed));
-        self.eviction.borrow_mut().retain(|((t, _), _)| t != topic);
+        self.eviction
+            .borrow_mut()
+            .retain(|((t, _), _)| &**t != topic);
         self.stats.partitions.remove_where(|t, _| t == topic);
     }
 

@@ -17,8 +17,8 @@ use crate::record::ValidatedBatches;
 
 /// Append validated batches to a partition.
 pub struct ProduceItem {
-    /// Topic.
-    pub topic: String,
+    /// Topic (shared by a request's partitions of one topic).
+    pub topic: std::sync::Arc<str>,
     /// Partition.
     pub partition: i32,
     /// The batches, validated where the request arrived.

@@ -99,7 +99,7 @@ where
             shard
                 .partitions
                 .borrow_mut()
-                .insert((TOPIC.to_string(), 0), Partition::new(id, store));
+                .insert((TOPIC.into(), 0), Partition::new(id, store));
             body(shard, reads).await;
         },
     );

@@ -75,7 +75,7 @@ impl Shard {
             timeout,
             log_append_time,
         } = item;
-        let topic = topic.as_str();
+        let topic = &*topic;
         let deadline = Instant::now() + timeout;
         self.lead(topic, partition, deadline).await?;
         // The produce's own timeout bounds every wait, the offset lookup included: while the
@@ -409,8 +409,10 @@ impl Shard {
         let found = self.engine.recover(&owns, &mut on_batch).await?;
         let mut parts = self.partitions.borrow_mut();
         for r in found {
-            let key = (r.topic.clone(), r.partition);
-            let (states, txns) = producers.remove(&key).unwrap_or_default();
+            let key = (std::rc::Rc::<str>::from(r.topic.as_str()), r.partition);
+            let (states, txns) = producers
+                .remove(crate::partition::key::key(&(&r.topic, r.partition)))
+                .unwrap_or_default();
             let mut p = Partition::from_recovered(r, states);
             p.set_transactions(txns);
             p.publish_gauges(true);
@@ -433,7 +435,7 @@ impl Shard {
     fn stores(
         &self,
     ) -> Vec<(
-        (String, i32),
+        super::PartitionKey,
         std::rc::Rc<dyn crate::storage::PartitionStore>,
     )> {
         self.partitions

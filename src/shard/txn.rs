@@ -403,7 +403,7 @@ impl Shard {
         for (topic, partition) in &meta.partitions {
             let marker = marker_batch(kind, meta.producer_id, meta.epoch, 0, now);
             items.push(ProduceItem {
-                topic: topic.clone(),
+                topic: topic.as_str().into(),
                 partition: *partition,
                 batches: ValidatedBatches::validate_broker(marker)?,
                 acks: -1,
