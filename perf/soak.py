@@ -643,8 +643,10 @@ def main():
         args += ["--cores", a.cores]
     log = open(os.path.join(out, "kelp.log"), "ab")
     proc = subprocess.Popen(args, stdout=log, stderr=log)
+    rc = None
     try:
-        return run(a, proc, port, mport, out)
+        rc = run(a, proc, port, mport, out)
+        return rc
     finally:
         STOP.set()
         for c in CHILDREN:
@@ -657,6 +659,13 @@ def main():
             except subprocess.TimeoutExpired:
                 proc.kill()
         subprocess.run(["rm", "-rf", data])
+        log.close()
+        # A passing run's own temporary logs go (each CI run left ~3 MB behind); a failed
+        # run's, or a directory the caller named, stay.
+        if rc == 0 and a.out is None:
+            subprocess.run(["rm", "-rf", out])
+        else:
+            print(f"soak: logs and samples in {out}", flush=True)
 
 
 def run(a, proc, port, mport, out):
