@@ -9,6 +9,7 @@
 pub mod broker_config;
 pub mod group_config;
 pub mod internal;
+pub mod key;
 pub mod leaders;
 pub mod members;
 pub mod nodes;

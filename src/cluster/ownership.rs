@@ -92,14 +92,15 @@ impl Ownership {
     }
 
     /// `f` of the partition's tenure while it is safe to act on, else NOT_LEADER_OR_FOLLOWER.
-    /// The key is built only on the leased path: single-node appends pay nothing.
+    /// Looked up only on the leased path, by a borrowed key: single-node appends pay
+    /// nothing, leased ones no allocation.
     fn held_now<T>(
         &self,
         topic: &str,
         partition: i32,
         f: impl FnOnce(&Held) -> T,
     ) -> Result<T, KelpError> {
-        match self.held.load().get(&(topic.to_string(), partition)) {
+        match self.held.load().get(super::key::key(&(topic, partition))) {
             Some(h) if Instant::now() < h.until => Ok(f(h)),
             _ => Err(KelpError::NotLeaderOrFollower),
         }

@@ -9,7 +9,6 @@
 //! `storage/` through the store.
 
 pub mod cache;
-pub mod key;
 pub mod producer_state;
 pub mod settle;
 pub mod txn;

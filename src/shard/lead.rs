@@ -9,10 +9,10 @@
 use std::time::{Duration, Instant};
 
 use super::Shard;
+use crate::cluster::key::key;
 use crate::cluster::ownership::ProducedBatch;
 use crate::error::KelpError;
 use crate::group::{GroupReply, GroupRequest};
-use crate::partition::key::key;
 use crate::partition::producer_state::ProducerStates;
 use crate::record::batch::BatchHeader;
 

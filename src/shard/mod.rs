@@ -28,12 +28,12 @@ use futures::channel::oneshot;
 use futures::StreamExt;
 use glommio::channels::channel_mesh::{Receivers, Senders};
 
+use crate::cluster::key::key;
 use crate::cluster::{routing, Cluster};
 use crate::config::Config;
 use crate::error::KelpError;
 use crate::group::{Coordinator, GroupConfig, GroupReply, GroupRequest, OffsetStore};
 use crate::metrics::ShardStats;
-use crate::partition::key::key;
 use crate::partition::Partition;
 use crate::storage::Engine;
 use ops::WaitItem;

@@ -411,7 +411,7 @@ impl Shard {
         for r in found {
             let key = (std::rc::Rc::<str>::from(r.topic.as_str()), r.partition);
             let (states, txns) = producers
-                .remove(crate::partition::key::key(&(&r.topic, r.partition)))
+                .remove(crate::cluster::key::key(&(&r.topic, r.partition)))
                 .unwrap_or_default();
             let mut p = Partition::from_recovered(r, states);
             p.set_transactions(txns);

@@ -1,11 +1,12 @@
 //! A partition's name, `(topic, partition)`, as the key of maps that own it, looked up from
 //! a borrowed `(&str, i32)` without building an owned key.
 //!
-//! A shard looks its partitions up several times per append; with `(String, i32)` keys each
-//! lookup copied the topic's name into a fresh `String` (allocations that contended on
-//! malloc's lock with the other core's frees: perf/results/allocs-ad39327). Maps keyed by
-//! `(String, i32)` or `(Rc<str>, i32)` answer a [`Key`] instead: `map.get(key(topic, p))`.
-//! Leaf module: calls only std.
+//! A shard looks its partitions up several times per append, and on several nodes checks
+//! the partition's lease once per append; with `(String, i32)` keys each lookup copied the
+//! topic's name into a fresh `String` (allocations that contended on malloc's lock with the
+//! other core's frees: perf/results/allocs-ad39327). Maps keyed by `(String, i32)` or
+//! `(Rc<str>, i32)` answer a [`Key`] instead: `map.get(key(&(topic, p)))`. Here, below both
+//! the shards and the leases (`ownership`), so both can use it. Leaf module: calls only std.
 
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
